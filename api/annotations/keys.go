@@ -1,0 +1,66 @@
+// Package annotations is modelgate's annotation and label API: every key a
+// user, a namespace or modelgate itself writes under modelgate.io/, and the
+// parsers that turn their string values into typed settings.
+//
+// Values are parsed once, at the edge of the webhook; everything downstream
+// works on the typed result. A bad value is an error that names the key, the
+// value and what is accepted.
+package annotations
+
+// Prefix is the domain every modelgate key lives under.
+const Prefix = "modelgate.io/"
+
+// Keys that users put on workloads (Pods, Deployments, StatefulSets, Jobs,
+// CronJobs), on the object's metadata or on its pod template's metadata.
+const (
+	// Inject opts an object in ("true") or out ("false"). On a workload it may
+	// sit on the workload's metadata or on its pod template. "false" wins over
+	// "true" and over a namespace-wide opt-in.
+	Inject = Prefix + "inject"
+)
+
+// Keys that modelgate writes. Users must not set them: on an opted-in object
+// they are overwritten, and on any other object a hand-set value is rejected.
+const (
+	// Injected records what modelgate did to an object: the names of the
+	// mutators that applied and a hash of the settings they used, as JSON.
+	// It is informational: modelgate never skips work because of it, so
+	// forging it changes nothing.
+	Injected = Prefix + "injected"
+
+	// OwnerLabel is the label holding the human (or service account) that
+	// created the workload, as a valid label value.
+	OwnerLabel = Prefix + "owner"
+
+	// OwnerFull is the annotation holding the requester's full user name when
+	// OwnerLabel had to be transformed to be a valid label value.
+	OwnerFull = Prefix + "owner-full"
+
+	// TeamLabel is the label holding the owning team, copied from the
+	// namespace's TeamLabel label.
+	TeamLabel = Prefix + "team"
+)
+
+// Keys that platform teams put on namespaces.
+const (
+	// NamespaceInjection set to InjectionEnabled opts every object in the
+	// namespace in (objects can still opt out with Inject: "false").
+	NamespaceInjection = Prefix + "injection"
+
+	// NamespaceIgnore, with any value, makes modelgate ignore the namespace
+	// entirely: the API server never calls modelgate for its objects.
+	NamespaceIgnore = Prefix + "ignore"
+
+	// NamespaceTeam is the namespace label whose value becomes the TeamLabel
+	// of opted-in objects in that namespace.
+	NamespaceTeam = TeamLabel
+)
+
+// InjectionEnabled is the NamespaceInjection value that opts a namespace in.
+const InjectionEnabled = "enabled"
+
+// ReservedLabels are the labels only modelgate may set on workloads.
+var ReservedLabels = []string{OwnerLabel, TeamLabel}
+
+// ReservedAnnotations are the annotations only modelgate may set on workloads.
+var ReservedAnnotations = []string{OwnerFull}

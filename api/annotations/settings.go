@@ -1,0 +1,56 @@
+package annotations
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Settings is the typed form of an object's modelgate annotations: what the
+// mutators read instead of raw strings. It grows with each injection
+// capability; its canonical JSON is hashed into the Injected record, so two
+// objects with equal Settings get equal records.
+type Settings struct {
+	// Choice is the object's explicit injection choice, merged across the
+	// object and its templates.
+	Choice Choice `json:"-"`
+}
+
+// Source is one annotation map of an object, with the field path it lives
+// at (for example spec.template.metadata.annotations).
+type Source struct {
+	Path        *field.Path
+	Annotations map[string]string
+}
+
+// Parse reads every modelgate annotation from the given sources (the object's
+// own metadata first, then its templates) and returns the typed settings,
+// with every problem found listed at once.
+func Parse(sources ...Source) (Settings, field.ErrorList) {
+	var (
+		s       Settings
+		errs    field.ErrorList
+		choices = make([]Choice, 0, len(sources))
+	)
+	for _, src := range sources {
+		c, err := ParseInject(src.Annotations, src.Path)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		choices = append(choices, c)
+	}
+	s.Choice = Combine(choices...)
+	return s, errs
+}
+
+// Hash returns a short, stable digest of the settings, used in the Injected
+// record to tell whether an object was injected with the same settings.
+func (s Settings) Hash() string {
+	// Settings holds only plain data, so marshalling cannot fail.
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}

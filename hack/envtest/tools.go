@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package envtest records the control-plane commands this module builds.
+package envtest
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

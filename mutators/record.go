@@ -1,0 +1,31 @@
+package mutators
+
+import (
+	"encoding/json"
+)
+
+// Record is the value of the modelgate.io/injected annotation: which
+// mutators applied to the object and a hash of the settings they used.
+type Record struct {
+	Mutators []string `json:"mutators"`
+	Settings string   `json:"settings"`
+}
+
+// String is the record's canonical JSON form.
+func (r Record) String() string {
+	// A Record holds only strings, so marshalling cannot fail.
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// ParseRecord reads a record written by String. ok is false when s is empty
+// or not a record; such a value is simply replaced on the next pass.
+func ParseRecord(s string) (r Record, ok bool) {
+	if s == "" {
+		return Record{}, false
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return Record{}, false
+	}
+	return r, true
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Default values, applied by Default.
+const (
+	DefaultNamespace           = "modelgate-system"
+	DefaultWebhookPort         = 9443
+	DefaultCertDir             = "/tmp/k8s-webhook-server/serving-certs"
+	DefaultCertName            = "tls.crt"
+	DefaultKeyName             = "tls.key"
+	DefaultTLSMinVersion       = "1.2"
+	DefaultMetricsBindAddress  = ":8080"
+	DefaultHealthBindAddress   = ":8081"
+	DefaultShutdownGracePeriod = 30 * time.Second
+	DefaultNamespaceCacheWait  = 2 * time.Second
+)
+
+// DefaultExcludedNamespaces are the control-plane namespaces never injected.
+var DefaultExcludedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
+
+// DefaultTrustedRequesters are the kube-controller-manager's identities: its
+// own user when it runs with shared credentials, and the per-controller
+// service accounts in kube-system when it runs with
+// --use-service-account-credentials.
+func DefaultTrustedRequesters() *TrustedRequesters {
+	return &TrustedRequesters{
+		Usernames:        []string{"system:kube-controller-manager"},
+		UsernamePrefixes: []string{"system:serviceaccount:kube-system:"},
+	}
+}
+
+// Default fills every unset field with its default. It is the one place
+// defaults are applied; Load calls it.
+func Default(c *Configuration) {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if c.Namespace == "" {
+		c.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	w := &c.Webhook
+	if w.Port == 0 {
+		w.Port = DefaultWebhookPort
+	}
+	if w.CertDir == "" {
+		w.CertDir = DefaultCertDir
+	}
+	if w.CertName == "" {
+		w.CertName = DefaultCertName
+	}
+	if w.KeyName == "" {
+		w.KeyName = DefaultKeyName
+	}
+	if w.TLSMinVersion == "" {
+		w.TLSMinVersion = DefaultTLSMinVersion
+	}
+	if c.Metrics.BindAddress == "" {
+		c.Metrics.BindAddress = DefaultMetricsBindAddress
+	}
+	if c.Health.BindAddress == "" {
+		c.Health.BindAddress = DefaultHealthBindAddress
+	}
+	if c.ShutdownGracePeriod == nil {
+		c.ShutdownGracePeriod = &metav1.Duration{Duration: DefaultShutdownGracePeriod}
+	}
+	in := &c.Injection
+	if in.ExcludedNamespaces == nil {
+		in.ExcludedNamespaces = append([]string(nil), DefaultExcludedNamespaces...)
+	}
+	if in.TrustedRequesters == nil {
+		in.TrustedRequesters = DefaultTrustedRequesters()
+	}
+	if in.NamespaceCacheWait == nil {
+		in.NamespaceCacheWait = &metav1.Duration{Duration: DefaultNamespaceCacheWait}
+	}
+}
+
+// New returns a Configuration with every default applied.
+func New() *Configuration {
+	c := &Configuration{}
+	Default(c)
+	return c
+}

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// TLSMinVersions are the accepted webhook.tlsMinVersion values.
+var TLSMinVersions = []string{"1.2", "1.3"}
+
+// Validate checks a defaulted Configuration and returns every problem with
+// its field path.
+func (c *Configuration) Validate() field.ErrorList {
+	var errs field.ErrorList
+	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("namespace"), c.Namespace, msgs[0]))
+	}
+	w := field.NewPath("webhook")
+	if msgs := validation.IsValidPortNum(int(c.Webhook.Port)); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(w.Child("port"), c.Webhook.Port, msgs[0]))
+	}
+	switch c.Webhook.TLSMinVersion {
+	case "1.2", "1.3":
+	default:
+		errs = append(errs, field.NotSupported(w.Child("tlsMinVersion"), c.Webhook.TLSMinVersion, TLSMinVersions))
+	}
+	errs = append(errs, validateBindAddress(field.NewPath("metrics", "bindAddress"), c.Metrics.BindAddress)...)
+	errs = append(errs, validateBindAddress(field.NewPath("health", "bindAddress"), c.Health.BindAddress)...)
+	if d := c.ShutdownGracePeriod.Duration; d < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("shutdownGracePeriod"), d.String(), "must not be negative"))
+	}
+
+	in := field.NewPath("injection")
+	for i, ns := range c.Injection.ExcludedNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(in.Child("excludedNamespaces").Index(i), ns, msgs[0]))
+		}
+	}
+	if d := c.Injection.NamespaceCacheWait.Duration; d < 0 || d > 5*time.Second {
+		errs = append(errs, field.Invalid(in.Child("namespaceCacheWait"), d.String(),
+			"must be between 0s and 5s, well inside the webhook timeout"))
+	}
+	tr := in.Child("trustedRequesters")
+	for i, p := range c.Injection.TrustedRequesters.UsernamePrefixes {
+		if len(p) < len("system:") {
+			errs = append(errs, field.Invalid(tr.Child("usernamePrefixes").Index(i), p,
+				"must be at least 7 characters; a short prefix trusts almost everyone"))
+		}
+	}
+	return errs
+}
+
+func validateBindAddress(p *field.Path, addr string) field.ErrorList {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, addr, `must be host:port, ":port" or "0" to disable`)}
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || len(validation.IsValidPortNum(n)) > 0 {
+		return field.ErrorList{field.Invalid(p, addr, "must have a port between 1 and 65535")}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package webhook
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/modelgate/modelgate/mutators"
+)
+
+// decoded is an admitted object decoded once: the typed object (marshalled
+// again to build the patch) and the parts mutators change.
+type decoded struct {
+	obj    any
+	target *mutators.Target
+	// paths[i] is the field path of target.Metas()[i].
+	paths []*field.Path
+}
+
+// annotationPaths returns the field path of every metadata's annotations.
+func (d *decoded) annotationPaths() []*field.Path {
+	out := make([]*field.Path, len(d.paths))
+	for i, p := range d.paths {
+		out[i] = p.Child("annotations")
+	}
+	return out
+}
+
+// kindDecoder decodes one kind's raw JSON.
+type kindDecoder func(raw []byte) (*decoded, error)
+
+var (
+	metaPath        = field.NewPath("metadata")
+	templateMeta    = field.NewPath("spec", "template", "metadata")
+	jobTemplateMeta = field.NewPath("spec", "jobTemplate", "metadata")
+	cronPodMeta     = field.NewPath("spec", "jobTemplate", "spec", "template", "metadata")
+)
+
+// decoders are the kinds the mutating webhook handles, keyed by
+// group/version/kind as the API server sends them.
+var decoders = map[metav1.GroupVersionKind]kindDecoder{
+	{Group: "", Version: "v1", Kind: "Pod"}: func(raw []byte) (*decoded, error) {
+		o := &corev1.Pod{}
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		return &decoded{obj: o, paths: []*field.Path{metaPath},
+			target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec}}, nil
+	},
+	{Group: "apps", Version: "v1", Kind: "Deployment"}: func(raw []byte) (*decoded, error) {
+		o := &appsv1.Deployment{}
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		return podTemplateOwner(o, "Deployment", &o.ObjectMeta, &o.Spec.Template), nil
+	},
+	{Group: "apps", Version: "v1", Kind: "StatefulSet"}: func(raw []byte) (*decoded, error) {
+		o := &appsv1.StatefulSet{}
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		return podTemplateOwner(o, "StatefulSet", &o.ObjectMeta, &o.Spec.Template), nil
+	},
+	{Group: "batch", Version: "v1", Kind: "Job"}: func(raw []byte) (*decoded, error) {
+		o := &batchv1.Job{}
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		return podTemplateOwner(o, "Job", &o.ObjectMeta, &o.Spec.Template), nil
+	},
+	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte) (*decoded, error) {
+		o := &batchv1.CronJob{}
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		jt := &o.Spec.JobTemplate
+		return &decoded{obj: o, paths: []*field.Path{metaPath, jobTemplateMeta, cronPodMeta},
+			target: &mutators.Target{
+				Kind:      "CronJob",
+				Object:    &o.ObjectMeta,
+				Templates: []*metav1.ObjectMeta{&jt.ObjectMeta, &jt.Spec.Template.ObjectMeta},
+				PodSpec:   &jt.Spec.Template.Spec,
+			}}, nil
+	},
+}
+
+func podTemplateOwner(obj any, kind string, meta *metav1.ObjectMeta, tpl *corev1.PodTemplateSpec) *decoded {
+	return &decoded{obj: obj, paths: []*field.Path{metaPath, templateMeta},
+		target: &mutators.Target{
+			Kind:      kind,
+			Object:    meta,
+			Templates: []*metav1.ObjectMeta{&tpl.ObjectMeta},
+			PodSpec:   &tpl.Spec,
+		}}
+}
+
+// unmarshal decodes the way the API server does: case-sensitive field
+// names, integers kept as integers.
+func unmarshal(raw []byte, into any) error {
+	if len(raw) == 0 {
+		return errEmptyObject
+	}
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(raw, into); err != nil {
+		return fmt.Errorf("decoding object: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Outcomes of a mutating review, the values of the outcome metric label.
+const (
+	outcomeInjected   = "injected"    // patched
+	outcomeUnchanged  = "unchanged"   // opted in, nothing left to change
+	outcomeSkipped    = "skipped"     // not opted in, or an excluded namespace
+	outcomeInvalid    = "invalid"     // malformed annotations
+	outcomeForbidden  = "forbidden"   // reserved metadata set or changed by hand
+	outcomeBadRequest = "bad_request" // undecodable object
+	outcomeError      = "error"       // modelgate's own fault
+)
+
+// Metrics are the mutating webhook's Prometheus metrics.
+type Metrics struct {
+	reviews *prometheus.CounterVec
+	changes *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil registers
+// nothing, for tests and benchmarks).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_mutating_reviews_total",
+			Help: "Mutating admission reviews by kind, operation and outcome.",
+		}, []string{"kind", "operation", "outcome"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "modelgate_mutator_changes_total",
+			Help: "Objects changed, by mutator and kind.",
+		}, []string{"mutator", "kind"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.reviews, m.changes)
+	}
+	return m
+}
+
+// defaultRegistry is controller-runtime's registry, served on the metrics
+// endpoint next to its webhook latency histograms.
+var defaultRegistry prometheus.Registerer = crmetrics.Registry
+
+func (m *Metrics) review(kind, op, outcome string) {
+	m.reviews.WithLabelValues(kind, op, outcome).Inc()
+}
+
+func (m *Metrics) changed(kind string, mutators []string) {
+	for _, name := range mutators {
+		m.changes.WithLabelValues(name, kind).Inc()
+	}
+}

@@ -1,0 +1,178 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// MutatePath is where the mutating webhook is served.
+const MutatePath = "/mutate"
+
+// reservedRule names the rule guarding modelgate's own metadata in denials.
+const reservedRule = "reserved-metadata"
+
+// Mutating is the one mutating admission handler: it decodes the object
+// once, decides whether it opted in, builds the mutators' Input and runs the
+// Chain, answering with a JSON patch.
+//
+// The kubebuilder markers below are the source of the generated
+// MutatingWebhookConfiguration (config/webhook/manifests.yaml); the
+// selectors and match conditions that keep non-opted-in objects away from
+// modelgate are added by config/webhook/kustomization.yaml.
+//
+// +kubebuilder:webhookconfiguration:mutating=true,name=modelgate-mutating
+// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=annotation.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+type Mutating struct {
+	chain      mutators.Chain
+	podUpdate  mutators.Chain
+	namespaces NamespaceLabeler
+	excluded   sets.Set[string]
+	trusted    *config.TrustedRequesters
+	metrics    *Metrics
+}
+
+var _ admission.Handler = (*Mutating)(nil)
+
+// NewMutating builds the handler from a configuration snapshot.
+func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mutating {
+	owner := mutators.OwnerMetadata{}
+	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
+	excluded.Insert(cfg.Namespace)
+	return &Mutating{
+		chain: mutators.Chain{owner},
+		// A Pod's spec is immutable once created: an UPDATE only gets its
+		// metadata kept right.
+		podUpdate:  mutators.Chain{owner},
+		namespaces: ns,
+		excluded:   excluded,
+		trusted:    cfg.Injection.TrustedRequesters,
+		metrics:    m,
+	}
+}
+
+// Handle implements admission.Handler.
+func (h *Mutating) Handle(ctx context.Context, req admission.Request) admission.Response {
+	kind, op := req.Kind.Kind, string(req.Operation)
+	resp, outcome := h.handle(ctx, req)
+	h.metrics.review(kind, op, outcome)
+	log := logf.FromContext(ctx).WithValues("kind", kind, "namespace", req.Namespace, "name", req.Name,
+		"operation", op, "uid", req.UID, "outcome", outcome)
+	switch outcome {
+	case outcomeError:
+		log.Error(nil, "mutating review failed", "message", resp.Result.Message)
+	case outcomeInjected:
+		log.V(1).Info("injected", "patches", len(resp.Patches))
+	default:
+		log.V(2).Info("reviewed")
+	}
+	return resp
+}
+
+func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	op := mutators.Operation(req.Operation)
+	if op != mutators.Create && op != mutators.Update {
+		return admission.Allowed("operation not mutated"), outcomeSkipped
+	}
+	decode, ok := decoders[req.Kind]
+	if !ok {
+		return admission.Allowed("kind not handled by modelgate"), outcomeSkipped
+	}
+	if h.excluded.Has(req.Namespace) {
+		return admission.Allowed("namespace excluded from injection"), outcomeSkipped
+	}
+	obj, err := decode(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
+	}
+	var old *decoded
+	if op == mutators.Update {
+		if old, err = decode(req.OldObject.Raw); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
+		}
+	}
+
+	sources := make([]annotations.Source, 0, 3)
+	for i, m := range obj.target.Metas() {
+		sources = append(sources, annotations.Source{Path: obj.annotationPaths()[i], Annotations: m.Annotations})
+	}
+	settings, errs := annotations.Parse(sources...)
+	if len(errs) > 0 {
+		gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
+		return invalid(gk, req.Name, errs), outcomeInvalid
+	}
+
+	nsLabels, err := h.namespaces.NamespaceLabels(ctx, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
+	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
+		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	}
+
+	requester := requesterFrom(req.UserInfo, h.trusted)
+	if !annotations.Decide(settings.Choice, nsLabels) {
+		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
+			return forbidden(reservedRule, errs), outcomeForbidden
+		}
+		return admission.Allowed("not opted in"), outcomeSkipped
+	}
+
+	in := &mutators.Input{
+		Operation:       op,
+		Namespace:       req.Namespace,
+		NamespaceLabels: nsLabels,
+		Requester:       requester,
+		Settings:        settings,
+	}
+	if old != nil {
+		in.Old = old.target.Object
+	}
+	return h.mutate(req, obj, in)
+}
+
+// mutate runs the chain over the decoded object and answers with the patch
+// between the object before and after, both marshalled from the same typed
+// value, so fields this build of modelgate does not know are never touched.
+func (h *Mutating) mutate(req admission.Request, obj *decoded, in *mutators.Input) (admission.Response, string) {
+	before, err := json.Marshal(obj.obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding object: %w", err)), outcomeError
+	}
+	var changed []string
+	if req.Kind.Kind == "Pod" && in.Operation == mutators.Update {
+		changed, err = h.podUpdate.Run(obj.target, in)
+	} else {
+		var res mutators.Result
+		res, err = h.chain.Apply(obj.target, in)
+		changed = res.Changed
+	}
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
+	after, err := json.Marshal(obj.obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding object: %w", err)), outcomeError
+	}
+	resp := admission.PatchResponseFromRaw(before, after)
+	if !resp.Allowed {
+		return resp, outcomeError
+	}
+	if len(resp.Patches) == 0 {
+		return admission.Allowed("already injected"), outcomeUnchanged
+	}
+	h.metrics.changed(req.Kind.Kind, changed)
+	return resp, outcomeInjected
+}

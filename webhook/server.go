@@ -1,0 +1,142 @@
+// Package webhook wires modelgate's admission handlers into a
+// controller-runtime manager: TLS serving with certificate hot reload,
+// health and readiness checks, metrics, and the caches the handlers read
+// instead of calling the API server.
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// namespaceCachePoll is how often a review looks again for a namespace that
+// has not reached the cache yet.
+const namespaceCachePoll = 20 * time.Millisecond
+
+// NewManager builds a manager that serves modelgate's webhooks as the
+// configuration says. Start it with Start; it runs until ctx is cancelled,
+// then lets in-flight reviews finish within cfg.ShutdownGracePeriod.
+func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	server := crwebhook.NewServer(crwebhook.Options{
+		Host:     cfg.Webhook.Host,
+		Port:     int(cfg.Webhook.Port),
+		CertDir:  cfg.Webhook.CertDir,
+		CertName: cfg.Webhook.CertName,
+		KeyName:  cfg.Webhook.KeyName,
+		TLSOpts:  []func(*tls.Config){TLSOptions(cfg.Webhook)},
+	})
+	mgr, err := manager.New(rc, manager.Options{
+		Scheme:                  scheme,
+		WebhookServer:           server,
+		Metrics:                 metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
+		HealthProbeBindAddress:  cfg.Health.BindAddress,
+		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
+		// The cache holds namespace metadata only; managed fields are
+		// dropped to keep it small.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// Every replica serves every request on its own: nothing to elect.
+		LeaderElection: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := Register(mgr, cfg); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// TLSOptions returns the serving TLS settings: the configured minimum
+// version (1.2 by default) and HTTP/1.1 only unless HTTP/2 is enabled.
+func TLSOptions(w config.WebhookServer) func(*tls.Config) {
+	return func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		if w.TLSMinVersion == "1.3" {
+			c.MinVersion = tls.VersionTLS13
+		}
+		if !w.EnableHTTP2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}
+}
+
+// Register adds modelgate's handlers, checks and cache warm-up to mgr.
+func Register(mgr manager.Manager, cfg *config.Configuration) error {
+	ns := &cachedNamespaces{
+		reader: mgr.GetCache(),
+		wait:   cfg.Injection.NamespaceCacheWait.Duration,
+		poll:   namespaceCachePoll,
+	}
+	h := NewMutating(cfg, ns, NewMetrics(defaultRegistry))
+	mgr.GetWebhookServer().Register(MutatePath, &admission.Webhook{
+		Handler:      h,
+		RecoverPanic: ptr.To(true),
+	})
+
+	warm := &informerWarmup{}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return warm.start(ctx, mgr.GetCache())
+	})); err != nil {
+		return fmt.Errorf("adding namespace cache warm-up: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("namespace-cache", warm.checker); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	return nil
+}
+
+// informerWarmup starts the namespace informer with the manager, instead
+// of on the first review, and reports when it has synced.
+type informerWarmup struct {
+	informer atomic.Pointer[toolscache.InformerSynced]
+}
+
+var errNotSynced = errors.New("namespace cache has not synced yet")
+
+func (w *informerWarmup) start(ctx context.Context, c cache.Cache) error {
+	inf, err := c.GetInformer(ctx, newNamespaceMeta(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("starting namespace informer: %w", err)
+	}
+	synced := toolscache.InformerSynced(inf.HasSynced)
+	w.informer.Store(&synced)
+	<-ctx.Done()
+	return nil
+}
+
+func (w *informerWarmup) checker(_ *http.Request) error {
+	synced := w.informer.Load()
+	if synced == nil || !(*synced)() {
+		return errNotSynced
+	}
+	return nil
+}
