@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -36,9 +38,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mutator", "kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.reviews, m.changes)
+		m.reviews = register(reg, m.reviews)
+		m.changes = register(reg, m.changes)
 	}
 	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same name (a second manager in the same process shares it).
+func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return existing
+			}
+		}
+		// The metrics are fixed at compile time; any other error is a bug.
+		panic(err)
+	}
+	return c
 }
 
 // defaultRegistry is controller-runtime's registry, served on the metrics

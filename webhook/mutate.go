@@ -16,6 +16,18 @@ import (
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
+// The markers below are the one source of the generated
+// MutatingWebhookConfiguration (config/webhook/manifests.yaml) and of the
+// RBAC the handler needs. Two webhooks share the handler: one for namespaces
+// labelled modelgate.io/injection=enabled, one for objects that opt in by
+// annotation elsewhere; config/webhook/kustomization.yaml adds the selectors
+// and match conditions that keep everything else away from modelgate.
+
+// +kubebuilder:webhookconfiguration:mutating=true,name=modelgate-mutating
+// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=annotation.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
 // MutatePath is where the mutating webhook is served.
 const MutatePath = "/mutate"
 
@@ -25,16 +37,6 @@ const reservedRule = "reserved-metadata"
 // Mutating is the one mutating admission handler: it decodes the object
 // once, decides whether it opted in, builds the mutators' Input and runs the
 // Chain, answering with a JSON patch.
-//
-// The kubebuilder markers below are the source of the generated
-// MutatingWebhookConfiguration (config/webhook/manifests.yaml); the
-// selectors and match conditions that keep non-opted-in objects away from
-// modelgate are added by config/webhook/kustomization.yaml.
-//
-// +kubebuilder:webhookconfiguration:mutating=true,name=modelgate-mutating
-// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:webhook:path=/mutate,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,reinvocationPolicy=IfNeeded,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=annotation.inject.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 type Mutating struct {
 	chain      mutators.Chain
 	podUpdate  mutators.Chain

@@ -1,0 +1,94 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// namespace creates a namespace with the labels and returns its name.
+func namespace(ctx context.Context, labels map[string]string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "mg-", Labels: labels}}
+	Expect(admin.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// authenticated returns a client for a user who authenticates with a client
+// certificate, as a human with kubectl would, in the given groups.
+func authenticated(name string, groups ...string) client.Client {
+	u, err := testEnv.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(u.Config(), client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// impersonating returns a client that acts as the given user (for service
+// accounts and controllers, which the admin impersonates).
+func impersonating(name string, groups ...string) client.Client {
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+// reviewCount is how many mutating reviews modelgate has answered for a
+// kind, whatever the outcome: it proves whether the API server called it.
+func reviewCount(kind string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "modelgate_mutating_reviews_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// reservedKeys returns modelgate's labels and annotations on a metadata, to
+// compare or to assert absent.
+func reservedKeys(m metav1.Object) map[string]string {
+	out := map[string]string{}
+	for k, v := range m.GetLabels() {
+		if isModelgateKey(k) {
+			out["label:"+k] = v
+		}
+	}
+	for k, v := range m.GetAnnotations() {
+		if isModelgateKey(k) && k != "modelgate.io/inject" {
+			out["annotation:"+k] = v
+		}
+	}
+	return out
+}
+
+func isModelgateKey(k string) bool {
+	return len(k) > len("modelgate.io/") && k[:len("modelgate.io/")] == "modelgate.io/"
+}
+
+var nameCounter int
+
+// uniqueName returns a name not used before in this run, for objects in
+// shared namespaces such as kube-system.
+func uniqueName(prefix string) string {
+	nameCounter++
+	return fmt.Sprintf("%s-%d-%d", prefix, GinkgoRandomSeed()%100000, nameCounter)
+}

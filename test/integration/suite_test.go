@@ -1,0 +1,101 @@
+// Package integration_test proves modelgate's admission behaviour through a
+// real kube-apiserver and etcd (envtest): the webhook configurations are
+// rendered from config/webhook and installed, and the real modelgate
+// webhook server runs in this process behind real TLS.
+package integration_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/webhook"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+func TestIntegration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "modelgate admission through a real API server")
+}
+
+var (
+	testEnv *envtest.Environment
+	// admin is a cluster-admin client (envtest's own user).
+	admin    client.Client
+	adminCfg *rest.Config
+	cancel   context.CancelFunc
+	stopped  chan struct{}
+)
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+
+	root, err := env.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	testEnv, err = env.New(root)
+	Expect(err).NotTo(HaveOccurred())
+
+	started := time.Now()
+	adminCfg, err = testEnv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	AddReportEntry("envtest start", time.Since(started).Round(time.Millisecond).String())
+
+	admin, err = client.New(adminCfg, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	wio := testEnv.WebhookInstallOptions
+	cfg := config.New()
+	cfg.Webhook.Host = wio.LocalServingHost
+	cfg.Webhook.Port = int32(wio.LocalServingPort) //nolint:gosec // a local port number.
+	cfg.Webhook.CertDir = wio.LocalServingCertDir
+	cfg.Metrics.BindAddress = "0"
+	cfg.Health.BindAddress = "0"
+	Expect(cfg.Validate()).To(BeEmpty())
+
+	mgr, err := webhook.NewManager(adminCfg, cfg)
+	Expect(err).NotTo(HaveOccurred())
+
+	var ctx context.Context
+	ctx, cancel = context.WithCancel(context.Background())
+	stopped = make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(stopped)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+
+	// The API server calls the webhook over TLS: wait until it answers.
+	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
+	Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
+			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the port is up.
+		if err != nil {
+			return fmt.Errorf("webhook server not up: %w", err)
+		}
+		return conn.Close()
+	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+		Eventually(stopped).WithTimeout(30 * time.Second).Should(BeClosed())
+	}
+	if testEnv != nil {
+		Expect(testEnv.Stop()).To(Succeed())
+	}
+})
