@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // KubernetesVersion is the version of the kube-apiserver and etcd the
@@ -69,12 +67,11 @@ func AssetsDir(root string) (string, error) {
 }
 
 // MutatingWebhooks renders a kustomization (config/webhook) and returns
-// its MutatingWebhookConfigurations.
+// its MutatingWebhookConfigurations, strictly decoded.
 func MutatingWebhooks(kustomizeDir string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), kustomizeDir)
+	objs, err := Render(kustomizeDir)
 	if err != nil {
-		return nil, fmt.Errorf("rendering %s: %w", kustomizeDir, err)
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
@@ -82,17 +79,17 @@ func MutatingWebhooks(kustomizeDir string) ([]*admissionregistrationv1.MutatingW
 	}
 	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 	var out []*admissionregistrationv1.MutatingWebhookConfiguration
-	for _, r := range resMap.Resources() {
-		if r.GetKind() != "MutatingWebhookConfiguration" {
+	for _, u := range objs {
+		if u.GetKind() != "MutatingWebhookConfiguration" {
 			continue
 		}
-		y, err := r.AsYAML()
+		b, err := u.MarshalJSON()
 		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", r.GetName(), err)
+			return nil, fmt.Errorf("encoding %s: %w", u.GetName(), err)
 		}
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if _, _, err := decoder.Decode(y, nil, m); err != nil {
-			return nil, fmt.Errorf("decoding %s: %w", r.GetName(), err)
+		if _, _, err := decoder.Decode(b, nil, m); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", u.GetName(), err)
 		}
 		out = append(out, m)
 	}

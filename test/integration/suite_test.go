@@ -66,7 +66,11 @@ var _ = BeforeSuite(func() {
 	cfg.Health.BindAddress = "0"
 	Expect(cfg.Validate()).To(BeEmpty())
 
-	mgr, err := webhook.NewManager(adminCfg, cfg)
+	// modelgate runs as its own service account, with config/rbac's
+	// permissions only.
+	modelgateUser, err := env.ModelgateIdentity(context.Background(), testEnv, admin, root)
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := webhook.NewManager(modelgateUser.Config(), cfg)
 	Expect(err).NotTo(HaveOccurred())
 
 	var ctx context.Context

@@ -31,7 +31,7 @@ func Load(path string) (*Configuration, error) {
 // Parse strictly decodes, defaults and validates a Configuration document.
 // An unknown, duplicated or mistyped field is an error naming the field.
 func Parse(data []byte) (*Configuration, error) {
-	js, err := yaml.YAMLToJSON(data)
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: not YAML: %w", ErrInvalid, err)
 	}

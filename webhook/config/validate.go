@@ -40,9 +40,9 @@ func (c *Configuration) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(in.Child("excludedNamespaces").Index(i), ns, msgs[0]))
 		}
 	}
-	if d := c.Injection.NamespaceCacheWait.Duration; d < 0 || d > 5*time.Second {
+	if d := c.Injection.NamespaceCacheWait.Duration; d < 0 || d > 3*time.Second {
 		errs = append(errs, field.Invalid(in.Child("namespaceCacheWait"), d.String(),
-			"must be between 0s and 5s, well inside the webhook timeout"))
+			"must be between 0s and 3s, inside the 5s webhook timeout"))
 	}
 	tr := in.Child("trustedRequesters")
 	for i, p := range c.Injection.TrustedRequesters.UsernamePrefixes {

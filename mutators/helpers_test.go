@@ -1,0 +1,82 @@
+package mutators
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// Identities used across the mutator tests.
+const (
+	alice      = "alice@example.com"
+	aliceLabel = "alice_example.com"
+	bob        = "bob"
+	controller = "system:serviceaccount:kube-system:replicaset-controller"
+)
+
+var (
+	untrusted = Requester{Username: alice, Groups: []string{"system:authenticated"}}
+	trusted   = Requester{Username: controller, Trusted: true}
+	teamNS    = map[string]string{annotations.NamespaceTeam: "ml-platform"}
+)
+
+// targetKinds are the target shapes the mutator tests cover: a Pod (its own
+// metadata only) and a CronJob (its metadata, the job template's and the pod
+// template's).
+var targetKinds = []string{"Pod", "CronJob"}
+
+// newTarget builds the Target of a builders object of the kind, the way the
+// webhook's decoders do.
+func newTarget(kind string, o builders.Options) *Target {
+	if o.Name == "" {
+		o.Name = "server"
+	}
+	if o.Namespace == "" {
+		o.Namespace = "team-a"
+	}
+	switch obj := builders.New(kind, o).(type) {
+	case *corev1.Pod:
+		return &Target{Kind: kind, Object: &obj.ObjectMeta, PodSpec: &obj.Spec}
+	case *batchv1.CronJob:
+		jt := &obj.Spec.JobTemplate
+		return &Target{Kind: kind, Object: &obj.ObjectMeta,
+			Templates: []*metav1.ObjectMeta{&jt.ObjectMeta, &jt.Spec.Template.ObjectMeta},
+			PodSpec:   &jt.Spec.Template.Spec}
+	default:
+		panic("newTarget: unsupported kind " + kind)
+	}
+}
+
+// setOnEvery puts the labels and annotations on every metadata of t.
+func setOnEvery(t *Target, labels, annos map[string]string) {
+	for _, m := range t.Metas() {
+		for k, v := range labels {
+			setLabel(m, k, v)
+		}
+		for k, v := range annos {
+			setAnnotation(m, k, v)
+		}
+	}
+}
+
+// copyTarget deep-copies a target's metadata (PodSpec is shared: the tests
+// here never change it).
+func copyTarget(t *Target) *Target {
+	out := &Target{Kind: t.Kind, Object: t.Object.DeepCopy(), PodSpec: t.PodSpec}
+	for _, m := range t.Templates {
+		out.Templates = append(out.Templates, m.DeepCopy())
+	}
+	return out
+}
+
+// metas returns plain copies of every metadata of t, for cmp.
+func metas(t *Target) []metav1.ObjectMeta {
+	out := make([]metav1.ObjectMeta, 0, 1+len(t.Templates))
+	for _, m := range t.Metas() {
+		out = append(out, *m.DeepCopy())
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package env
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Namespace and ServiceAccount are where config/ installs modelgate.
+const (
+	Namespace      = "modelgate-system"
+	ServiceAccount = "modelgate"
+)
+
+// ModelgateIdentity installs modelgate's namespace and RBAC from
+// config/rbac and returns a client configuration that authenticates as
+// modelgate's service account, so that modelgate runs with exactly the
+// permissions a cluster grants it and a missing one fails the tests.
+func ModelgateIdentity(ctx context.Context, te *envtest.Environment, admin client.Client, root string) (*envtest.AuthenticatedUser, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating namespace %s: %w", Namespace, err)
+	}
+	if err := Apply(ctx, admin, filepath.Join(root, "config", "rbac")); err != nil {
+		return nil, err
+	}
+	user, err := te.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + Namespace + ":" + ServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace, "system:authenticated"},
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding modelgate's user: %w", err)
+	}
+	return user, nil
+}
