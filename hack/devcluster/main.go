@@ -141,7 +141,9 @@ func run(binary, user string) error {
 	select {
 	case <-ctx.Done():
 		fmt.Println("\ninterrupted: stopping modelgate ...")
-		<-exited
+		if err := <-exited; err != nil {
+			fmt.Fprintf(os.Stderr, "modelgate: %v\n", err)
+		}
 	case err := <-exited:
 		return fmt.Errorf("modelgate exited: %w", err)
 	}
@@ -218,7 +220,7 @@ func waitReady(ctx context.Context, url string, exited <-chan error) error {
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}

@@ -35,6 +35,7 @@ func RepoRoot() (string, error) {
 		return "", fmt.Errorf("finding repository root: %w", err)
 	}
 	for {
+		//nolint:gosec // walking up from the working directory is the point.
 		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && isModelgateModule(b) {
 			return dir, nil
 		}
@@ -59,6 +60,7 @@ func AssetsDir(root string) (string, error) {
 		dir = filepath.Join(root, "bin", "k8s", KubernetesVersion)
 	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
+		//nolint:gosec // KUBEBUILDER_ASSETS is the developer's own setting.
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return "", fmt.Errorf("%w (looked in %s)", ErrNoBinaries, dir)
 		}

@@ -81,15 +81,17 @@ var _ = Describe("owner metadata injection", func() {
 		expectOwned(obj, "sa.ci.deployer", "system:serviceaccount:ci:deployer", "")
 	})
 
-	It("never calls modelgate for an object that did not opt in, and leaves it untouched", func() {
-		ns := namespace(ctx, nil)
-		before := reviewCount("Deployment")
-		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "plain"})
-		Expect(alice.Create(ctx, obj)).To(Succeed())
-		Expect(reservedKeys(obj)).To(BeEmpty())
-		Expect(reservedKeys(builders.PodTemplateMeta(obj))).To(BeEmpty())
-		Expect(reviewCount("Deployment")).To(Equal(before), "the API server must filter it out")
-	})
+	for _, kind := range builders.Kinds {
+		It(fmt.Sprintf("never calls modelgate for a %s that did not opt in, and leaves it untouched", kind), func() {
+			ns := namespace(ctx, map[string]string{annotations.NamespaceTeam: "vision"})
+			before := reviewCount(kind)
+			obj := builders.New(kind, builders.Options{Namespace: ns, Name: "plain"})
+			Expect(alice.Create(ctx, obj)).To(Succeed())
+			Expect(reservedKeys(obj)).To(BeEmpty())
+			Expect(reservedKeys(builders.PodTemplateMeta(obj))).To(BeEmpty())
+			Expect(reviewCount(kind)).To(Equal(before), "the API server must filter it out")
+		})
+	}
 
 	DescribeTable("leaves excluded namespaces alone, opt-in or not",
 		func(nsName string, labels map[string]string) {

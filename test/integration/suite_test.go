@@ -60,7 +60,7 @@ var _ = BeforeSuite(func() {
 	wio := testEnv.WebhookInstallOptions
 	cfg := config.New()
 	cfg.Webhook.Host = wio.LocalServingHost
-	cfg.Webhook.Port = int32(wio.LocalServingPort) //nolint:gosec // a local port number.
+	cfg.Webhook.Port = int32(wio.LocalServingPort)
 	cfg.Webhook.CertDir = wio.LocalServingCertDir
 	cfg.Metrics.BindAddress = "0"
 	cfg.Health.BindAddress = "0"
@@ -86,7 +86,7 @@ var _ = BeforeSuite(func() {
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
 	Eventually(func() error {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
-			&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the port is up.
+			&tls.Config{InsecureSkipVerify: true})
 		if err != nil {
 			return fmt.Errorf("webhook server not up: %w", err)
 		}
