@@ -156,6 +156,38 @@ var _ = Describe("owner metadata injection", func() {
 		expectOwned(dep, aliceLabel, aliceName, "")
 	})
 
+	It("restores the owner when someone relabels an injected Pod", func() {
+		ns := namespace(ctx, nil)
+		obj := builders.New("Pod", builders.Options{Namespace: ns, Name: "relabel", Annotations: optIn})
+		Expect(alice.Create(ctx, obj)).To(Succeed())
+
+		bob := authenticated("bob", "system:masters")
+		pod := &corev1.Pod{}
+		Expect(bob.Get(ctx, client.ObjectKeyFromObject(obj), pod)).To(Succeed())
+		pod.Labels[annotations.OwnerLabel] = "bob"
+		pod.Labels["tier"] = "gpu"
+		Expect(bob.Update(ctx, pod)).To(Succeed())
+		Expect(pod.Labels).To(HaveKeyWithValue("tier", "gpu"))
+		Expect(pod.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, aliceLabel))
+	})
+
+	It("rejects a change to the owner of an object that has since opted out", func() {
+		ns := namespace(ctx, nil)
+		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "opted-out", Annotations: optIn})
+		Expect(alice.Create(ctx, obj)).To(Succeed())
+
+		dep := obj.(*appsv1.Deployment)
+		dep.Annotations[annotations.Inject] = "false"
+		Expect(alice.Update(ctx, dep)).To(Succeed(), "opting out keeps the metadata as it is")
+		Expect(dep.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, aliceLabel))
+
+		bob := authenticated("bob", "system:masters")
+		dep.Labels[annotations.OwnerLabel] = "bob"
+		err := bob.Update(ctx, dep)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`[reserved-metadata] metadata.labels[modelgate.io/owner]: Forbidden: is set by modelgate and cannot be changed (was "alice_example.com")`))
+	})
+
 	It("overwrites an owner forged at creation with the real requester", func() {
 		ns := namespace(ctx, nil)
 		obj := builders.New("Pod", builders.Options{Namespace: ns, Name: "forged", Annotations: optIn,

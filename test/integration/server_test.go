@@ -1,0 +1,123 @@
+package integration_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/modelgate/modelgate/webhook"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// freePort returns a local TCP port nobody listens on.
+func freePort() int32 {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return int32(l.Addr().(*net.TCPAddr).Port) //nolint:gosec // a port number.
+}
+
+var _ = Describe("modelgate serve", Ordered, func() {
+	var (
+		cfg      *config.Configuration
+		cancelFn context.CancelFunc
+		done     chan struct{}
+		addr     string
+		inFlight = make(chan struct{})
+	)
+
+	BeforeAll(func() {
+		cfg = config.New()
+		cfg.Webhook.Host = "127.0.0.1"
+		cfg.Webhook.Port = freePort()
+		cfg.Webhook.CertDir = testEnv.WebhookInstallOptions.LocalServingCertDir
+		cfg.Metrics.BindAddress = "0"
+		cfg.Health.BindAddress = fmt.Sprintf("127.0.0.1:%d", freePort())
+		cfg.ShutdownGracePeriod.Duration = 10 * time.Second
+		addr = net.JoinHostPort(cfg.Webhook.Host, strconv.Itoa(int(cfg.Webhook.Port)))
+
+		mgr, err := webhook.NewManager(adminCfg, cfg)
+		Expect(err).NotTo(HaveOccurred())
+		// A review that takes a while, to be caught by the shutdown.
+		mgr.GetWebhookServer().Register("/slow", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			close(inFlight)
+			time.Sleep(2 * time.Second)
+			_, _ = io.WriteString(w, "finished")
+		}))
+		var ctx context.Context
+		ctx, cancelFn = context.WithCancel(context.Background())
+		done = make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			Expect(mgr.Start(ctx)).To(Succeed())
+		}()
+	})
+
+	It("becomes ready once it serves TLS and its namespace cache has synced", func() {
+		url := "http://" + cfg.Health.BindAddress
+		Eventually(func() (int, error) {
+			resp, err := http.Get(url + "/readyz") //nolint:noctx // a test probe.
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			return resp.StatusCode, nil
+		}).WithTimeout(20 * time.Second).Should(Equal(http.StatusOK))
+		resp, err := http.Get(url + "/healthz") //nolint:noctx // a test probe.
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	})
+
+	It("refuses TLS older than 1.2", func() {
+		_, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11})
+		Expect(err).To(HaveOccurred())
+	})
+
+	It("speaks HTTP/1.1 only, even to a client that offers HTTP/2", func() {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}})
+		Expect(err).NotTo(HaveOccurred())
+		defer conn.Close()
+		Expect(conn.ConnectionState().NegotiatedProtocol).To(Equal("http/1.1"))
+		Expect(conn.ConnectionState().Version).To(BeNumerically(">=", tls.VersionTLS12))
+	})
+
+	It("lets an in-flight review finish when it is stopped", func() {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		type result struct {
+			body string
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			resp, err := c.Post("https://"+addr+"/slow", "application/json", nil) //nolint:noctx // a test request.
+			if err != nil {
+				got <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			got <- result{body: string(b), err: err}
+		}()
+		Eventually(inFlight).WithTimeout(10 * time.Second).Should(BeClosed())
+		cancelFn()
+		var r result
+		Eventually(got).WithTimeout(15 * time.Second).Should(Receive(&r))
+		Expect(r.err).NotTo(HaveOccurred())
+		Expect(r.body).To(Equal("finished"))
+		Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
+
+		// And once stopped, it no longer accepts connections.
+		_, err := net.DialTimeout("tcp", addr, time.Second)
+		Expect(err).To(HaveOccurred())
+	})
+})
