@@ -62,16 +62,6 @@ func setOnEvery(t *Target, labels, annos map[string]string) {
 	}
 }
 
-// copyTarget deep-copies a target's metadata (PodSpec is shared: the tests
-// here never change it).
-func copyTarget(t *Target) *Target {
-	out := &Target{Kind: t.Kind, Object: t.Object.DeepCopy(), PodSpec: t.PodSpec}
-	for _, m := range t.Templates {
-		out.Templates = append(out.Templates, m.DeepCopy())
-	}
-	return out
-}
-
 // metas returns plain copies of every metadata of t, for cmp.
 func metas(t *Target) []metav1.ObjectMeta {
 	out := make([]metav1.ObjectMeta, 0, 1+len(t.Templates))

@@ -115,10 +115,10 @@ func create(t testing.TB, obj client.Object, user string, groups ...string) admi
 }
 
 // update is an UPDATE request from old to obj.
-func update(t testing.TB, old, obj client.Object, user string, groups ...string) admission.Request {
+func update(t testing.TB, old, obj client.Object, user string) admission.Request {
 	t.Helper()
 	return request(obj.GetObjectKind().GroupVersionKind().Kind, admissionv1.Update, obj.GetNamespace(),
-		toJSON(t, obj), toJSON(t, old), user, groups...)
+		toJSON(t, obj), toJSON(t, old), user)
 }
 
 // applyPatch applies the response's JSON patch to raw, as the API server

@@ -106,22 +106,23 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 		}
 	}
 
-	sources := make([]annotations.Source, 0, 3)
-	for i, m := range obj.target.Metas() {
-		sources = append(sources, annotations.Source{Path: obj.annotationPaths()[i], Annotations: m.Annotations})
-	}
-	settings, errs := annotations.Parse(sources...)
-	if len(errs) > 0 {
-		gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
-		return invalid(gk, req.Name, errs), outcomeInvalid
-	}
-
 	nsLabels, err := h.namespaces.NamespaceLabels(ctx, req.Namespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
 	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
 		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	}
+
+	paths := obj.annotationPaths()
+	sources := make([]annotations.Source, 0, len(paths))
+	for i, m := range obj.target.Metas() {
+		sources = append(sources, annotations.Source{Path: paths[i], Annotations: m.Annotations})
+	}
+	settings, errs := annotations.Parse(sources...)
+	if len(errs) > 0 {
+		gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
+		return invalid(gk, req.Name, errs), outcomeInvalid
 	}
 
 	requester := requesterFrom(req.UserInfo, h.trusted)

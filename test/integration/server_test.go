@@ -22,7 +22,7 @@ func freePort() int32 {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
 	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port) //nolint:gosec // a port number.
+	return int32(l.Addr().(*net.TCPAddr).Port)
 }
 
 var _ = Describe("modelgate serve", Ordered, func() {

@@ -33,7 +33,7 @@ func Load(path string) (*Configuration, error) {
 func Parse(data []byte) (*Configuration, error) {
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: not YAML: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c := &Configuration{}
 	strict, err := kjson.UnmarshalStrict(js, c)

@@ -1,0 +1,267 @@
+package config_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+const header = "apiVersion: config.modelgate.io/v1alpha1\nkind: Configuration\n"
+
+// noPodNamespace makes the namespace default independent of the
+// environment the tests run in.
+func noPodNamespace(t *testing.T) {
+	t.Helper()
+	t.Setenv("POD_NAMESPACE", "")
+}
+
+func TestParseMinimal(t *testing.T) {
+	noPodNamespace(t)
+	got, err := config.Parse([]byte(header))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if diff := cmp.Diff(config.New(), got); diff != "" {
+		t.Errorf("minimal document (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseOverrides(t *testing.T) {
+	noPodNamespace(t)
+	got, err := config.Parse([]byte(header + `
+namespace: platform
+webhook: {port: 8443, tlsMinVersion: "1.3", enableHTTP2: true}
+injection:
+  excludedNamespaces: [kube-system]
+  trustedRequesters: {groups: ["platform:controllers"]}
+  namespaceCacheWait: 500ms
+shutdownGracePeriod: 1m
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := config.New()
+	want.Namespace = "platform"
+	want.Webhook.Port, want.Webhook.TLSMinVersion, want.Webhook.EnableHTTP2 = 8443, "1.3", true
+	want.Injection.ExcludedNamespaces = []string{"kube-system"}
+	want.Injection.TrustedRequesters = &config.TrustedRequesters{Groups: []string{"platform:controllers"}}
+	want.Injection.NamespaceCacheWait = &metav1.Duration{Duration: 500 * time.Millisecond}
+	want.ShutdownGracePeriod = &metav1.Duration{Duration: time.Minute}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := map[string]struct {
+		doc      string
+		contains []string
+	}{
+		"unknown field":          {doc: header + "webhook: {portt: 1}\n", contains: []string{"webhook.portt"}},
+		"unknown top-level":      {doc: header + "metric: {bindAddress: \":1\"}\n", contains: []string{`"metric"`}},
+		"mistyped field":         {doc: header + "webhook: {port: \"abc\"}\n", contains: []string{"webhook.port"}},
+		"mistyped duration":      {doc: header + "shutdownGracePeriod: soon\n", contains: []string{"soon"}},
+		"duplicate field":        {doc: header + "namespace: a\nnamespace: b\n", contains: []string{`"namespace"`}},
+		"duplicate nested field": {doc: header + "webhook:\n  port: 1\n  port: 2\n", contains: []string{`"port"`}},
+		"duplicate in JSON":      {doc: `{"apiVersion":"config.modelgate.io/v1alpha1","kind":"Configuration","namespace":"a","namespace":"b"}`, contains: []string{`"namespace"`}},
+		"wrong apiVersion":       {doc: "apiVersion: config.modelgate.io/v1\nkind: Configuration\n", contains: []string{`"config.modelgate.io/v1"`, `"config.modelgate.io/v1alpha1"`}},
+		"wrong kind":             {doc: "apiVersion: config.modelgate.io/v1alpha1\nkind: Config\n", contains: []string{`"Config"`}},
+		"no type":                {doc: "namespace: a\n", contains: []string{"apiVersion"}},
+		"empty":                  {doc: "", contains: []string{"apiVersion"}},
+		"not YAML":               {doc: "apiVersion: [\n", contains: []string{"yaml: line 1"}},
+		"invalid value":          {doc: header + "webhook: {port: 70000}\n", contains: []string{"webhook.port"}},
+		"every invalid value": {
+			doc:      header + "webhook: {tlsMinVersion: \"1.1\"}\nmetrics: {bindAddress: nope}\n",
+			contains: []string{"webhook.tlsMinVersion", "metrics.bindAddress"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tc.doc))
+			if err == nil {
+				t.Fatalf("Parse succeeded with %+v, want an error", c)
+			}
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			for _, s := range tc.contains {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not contain %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	cases := map[string]struct {
+		edit       func(c *config.Configuration)
+		wantFields []string
+	}{
+		"defaults":                {edit: func(*config.Configuration) {}},
+		"metrics disabled":        {edit: func(c *config.Configuration) { c.Metrics.BindAddress = "0" }},
+		"cache wait at the limit": {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 3 * time.Second }},
+		"no cache wait":           {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 0 }},
+		"bad namespace":           {edit: func(c *config.Configuration) { c.Namespace = "Bad_NS" }, wantFields: []string{"namespace"}},
+		"port too high":           {edit: func(c *config.Configuration) { c.Webhook.Port = 70000 }, wantFields: []string{"webhook.port"}},
+		"negative port":           {edit: func(c *config.Configuration) { c.Webhook.Port = -1 }, wantFields: []string{"webhook.port"}},
+		"old TLS":                 {edit: func(c *config.Configuration) { c.Webhook.TLSMinVersion = "1.1" }, wantFields: []string{"webhook.tlsMinVersion"}},
+		"bind address not host:port": {
+			edit: func(c *config.Configuration) { c.Metrics.BindAddress = "nope" }, wantFields: []string{"metrics.bindAddress"},
+		},
+		"bind address port out of range": {
+			edit: func(c *config.Configuration) { c.Health.BindAddress = ":99999" }, wantFields: []string{"health.bindAddress"},
+		},
+		"bind address port not a number": {
+			edit: func(c *config.Configuration) { c.Health.BindAddress = "localhost:http" }, wantFields: []string{"health.bindAddress"},
+		},
+		"negative grace period": {
+			edit: func(c *config.Configuration) { c.ShutdownGracePeriod.Duration = -time.Second }, wantFields: []string{"shutdownGracePeriod"},
+		},
+		"bad excluded namespace": {
+			edit:       func(c *config.Configuration) { c.Injection.ExcludedNamespaces = []string{"kube-system", "Bad_NS"} },
+			wantFields: []string{"injection.excludedNamespaces[1]"},
+		},
+		"cache wait too long": {
+			edit:       func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 10 * time.Second },
+			wantFields: []string{"injection.namespaceCacheWait"},
+		},
+		"negative cache wait": {
+			edit:       func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = -time.Second },
+			wantFields: []string{"injection.namespaceCacheWait"},
+		},
+		"short username prefix": {
+			edit: func(c *config.Configuration) {
+				c.Injection.TrustedRequesters.UsernamePrefixes = []string{"system:serviceaccount:kube-system:", "sys"}
+			},
+			wantFields: []string{"injection.trustedRequesters.usernamePrefixes[1]"},
+		},
+		"every problem at once": {
+			edit: func(c *config.Configuration) {
+				c.Webhook.Port = 70000
+				c.Webhook.TLSMinVersion = "1.1"
+				c.Metrics.BindAddress = "nope"
+				c.Injection.ExcludedNamespaces = []string{"Bad_NS"}
+				c.Injection.NamespaceCacheWait.Duration = 10 * time.Second
+				c.Injection.TrustedRequesters.UsernamePrefixes = []string{"sys"}
+			},
+			wantFields: []string{
+				"webhook.port", "webhook.tlsMinVersion", "metrics.bindAddress", "injection.excludedNamespaces[0]",
+				"injection.namespaceCacheWait", "injection.trustedRequesters.usernamePrefixes[0]",
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := config.New()
+			tc.edit(c)
+			var got []string
+			for _, e := range c.Validate() {
+				got = append(got, e.Field)
+			}
+			if diff := cmp.Diff(tc.wantFields, got); diff != "" {
+				t.Errorf("invalid fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	t.Run("keeps set values", func(t *testing.T) {
+		noPodNamespace(t)
+		c := &config.Configuration{Namespace: "platform", Webhook: config.WebhookServer{Port: 8443}}
+		config.Default(c)
+		want := config.New()
+		want.Namespace, want.Webhook.Port = "platform", 8443
+		if diff := cmp.Diff(want, c); diff != "" {
+			t.Errorf("Default (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("namespace from POD_NAMESPACE", func(t *testing.T) {
+		t.Setenv("POD_NAMESPACE", "from-env")
+		if got := config.New().Namespace; got != "from-env" {
+			t.Errorf("namespace = %q, want from-env", got)
+		}
+	})
+	t.Run("default excluded namespaces are a copy", func(t *testing.T) {
+		config.New().Injection.ExcludedNamespaces[0] = "changed"
+		if got := config.New().Injection.ExcludedNamespaces[0]; got != config.DefaultExcludedNamespaces[0] {
+			t.Errorf("New shares its slice with DefaultExcludedNamespaces: got %q", got)
+		}
+	})
+}
+
+func TestLoad(t *testing.T) {
+	noPodNamespace(t)
+	dir := t.TempDir()
+	t.Run("missing file", func(t *testing.T) {
+		_, err := config.Load(filepath.Join(dir, "absent.yaml"))
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("error %v does not wrap fs.ErrNotExist", err)
+		}
+		if errors.Is(err, config.ErrInvalid) {
+			t.Errorf("error %v wraps ErrInvalid for an unreadable file", err)
+		}
+	})
+	t.Run("invalid file", func(t *testing.T) {
+		path := filepath.Join(dir, "bad.yaml")
+		if err := os.WriteFile(path, []byte(header+"webhook: {portt: 1}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.Load(path)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), path) {
+			t.Errorf("error %v: want one wrapping ErrInvalid and naming %s", err, path)
+		}
+	})
+	t.Run("valid file", func(t *testing.T) {
+		path := filepath.Join(dir, "good.yaml")
+		if err := os.WriteFile(path, []byte(header), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := config.Load(path)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		if diff := cmp.Diff(config.New(), got); diff != "" {
+			t.Errorf("Load (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestShippedConfiguration holds the shipped file to its promise: it spells
+// out every default, so it decodes to config.New() before and after defaults.
+func TestShippedConfiguration(t *testing.T) {
+	noPodNamespace(t)
+	const path = "../../config/manager/configuration.yaml"
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skipf("%s not present", path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if diff := cmp.Diff(config.New(), got); diff != "" {
+		t.Errorf("shipped configuration after defaults (-defaults +file):\n%s", diff)
+	}
+	var raw config.Configuration
+	if err := yaml.UnmarshalStrict(data, &raw); err != nil {
+		t.Fatalf("strict decode: %v", err)
+	}
+	if diff := cmp.Diff(config.New(), &raw); diff != "" {
+		t.Errorf("shipped configuration leaves defaults unstated (-defaults +file as written):\n%s", diff)
+	}
+}
