@@ -52,27 +52,18 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 		return &decoded{obj: o, paths: []*field.Path{metaPath},
 			target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec}}, nil
 	},
-	{Group: "apps", Version: "v1", Kind: "Deployment"}: func(raw []byte) (*decoded, error) {
-		o := &appsv1.Deployment{}
-		if err := unmarshal(raw, o); err != nil {
-			return nil, err
-		}
-		return podTemplateOwner(o, "Deployment", &o.ObjectMeta, &o.Spec.Template), nil
-	},
-	{Group: "apps", Version: "v1", Kind: "StatefulSet"}: func(raw []byte) (*decoded, error) {
-		o := &appsv1.StatefulSet{}
-		if err := unmarshal(raw, o); err != nil {
-			return nil, err
-		}
-		return podTemplateOwner(o, "StatefulSet", &o.ObjectMeta, &o.Spec.Template), nil
-	},
-	{Group: "batch", Version: "v1", Kind: "Job"}: func(raw []byte) (*decoded, error) {
-		o := &batchv1.Job{}
-		if err := unmarshal(raw, o); err != nil {
-			return nil, err
-		}
-		return podTemplateOwner(o, "Job", &o.ObjectMeta, &o.Spec.Template), nil
-	},
+	{Group: "apps", Version: "v1", Kind: "Deployment"}: workload("Deployment",
+		func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
+			return &o.ObjectMeta, &o.Spec.Template
+		}),
+	{Group: "apps", Version: "v1", Kind: "StatefulSet"}: workload("StatefulSet",
+		func(o *appsv1.StatefulSet) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
+			return &o.ObjectMeta, &o.Spec.Template
+		}),
+	{Group: "batch", Version: "v1", Kind: "Job"}: workload("Job",
+		func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
+			return &o.ObjectMeta, &o.Spec.Template
+		}),
 	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte) (*decoded, error) {
 		o := &batchv1.CronJob{}
 		if err := unmarshal(raw, o); err != nil {
@@ -89,14 +80,23 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 	},
 }
 
-func podTemplateOwner(obj any, kind string, meta *metav1.ObjectMeta, tpl *corev1.PodTemplateSpec) *decoded {
-	return &decoded{obj: obj, paths: []*field.Path{metaPath, templateMeta},
-		target: &mutators.Target{
-			Kind:      kind,
-			Object:    meta,
-			Templates: []*metav1.ObjectMeta{&tpl.ObjectMeta},
-			PodSpec:   &tpl.Spec,
-		}}
+// workload decodes a kind that carries one pod template at
+// spec.template; parts returns the object's metadata and its template.
+func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)) kindDecoder {
+	return func(raw []byte) (*decoded, error) {
+		o := new(T)
+		if err := unmarshal(raw, o); err != nil {
+			return nil, err
+		}
+		meta, tpl := parts(o)
+		return &decoded{obj: o, paths: []*field.Path{metaPath, templateMeta},
+			target: &mutators.Target{
+				Kind:      kind,
+				Object:    meta,
+				Templates: []*metav1.ObjectMeta{&tpl.ObjectMeta},
+				PodSpec:   &tpl.Spec,
+			}}, nil
+	}
 }
 
 // unmarshal decodes the way the API server does: case-sensitive field
