@@ -96,7 +96,7 @@ test-integration: $(ENVTEST_DEPS) ## Run the Ginkgo suite on envtest (real kube-
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	@for pkg in $$($(GO) list $(GO_PACKAGES)); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-			echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} $$pkg; \
+			echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} -fuzzminimizetime=2s $$pkg; \
 		done; done
 
 .PHONY: bench

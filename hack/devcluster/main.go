@@ -124,7 +124,9 @@ func run(binary, user string) error {
 
 	cmd := exec.CommandContext(ctx, binary, "serve", "--config", cfgPath, "--kubeconfig", modelgateKubeconfig) //nolint:gosec // the developer's own binary.
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	// Its own process group: Ctrl-C reaches devcluster only, which then
+	// sends modelgate one SIGTERM (a second signal would make it exit at once).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 40 * time.Second
 	if err := cmd.Start(); err != nil {
