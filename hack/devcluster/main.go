@@ -143,7 +143,8 @@ func run(binary, user string) error {
 	select {
 	case <-ctx.Done():
 		fmt.Println("\ninterrupted: stopping modelgate ...")
-		if err := <-exited; err != nil {
+		// CommandContext reports the cancellation itself as the error.
+		if err := <-exited; err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(os.Stderr, "modelgate: %v\n", err)
 		}
 	case err := <-exited:
