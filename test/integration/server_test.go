@@ -5,14 +5,17 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -27,19 +30,24 @@ func freePort() int32 {
 
 var _ = Describe("modelgate serve", Ordered, func() {
 	var (
-		cfg      *config.Configuration
-		cancelFn context.CancelFunc
-		done     chan struct{}
-		addr     string
-		inFlight = make(chan struct{})
+		cfg         *config.Configuration
+		cancelFn    context.CancelFunc
+		done        chan struct{}
+		addr        string
+		firstSerial *big.Int
+		inFlight    = make(chan struct{})
 	)
 
 	BeforeAll(func() {
 		cfg = config.New()
 		cfg.Webhook.Host = "127.0.0.1"
 		cfg.Webhook.Port = freePort()
-		cfg.Webhook.CertDir = testEnv.WebhookInstallOptions.LocalServingCertDir
-		cfg.Metrics.BindAddress = "0"
+		certDir, err := os.MkdirTemp("", "modelgate-serve-certs-")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, certDir)
+		cfg.Webhook.CertDir = certDir
+		firstSerial = writeServingCert(cfg.Webhook.CertDir)
+		cfg.Metrics.BindAddress = fmt.Sprintf("127.0.0.1:%d", freePort())
 		cfg.Health.BindAddress = fmt.Sprintf("127.0.0.1:%d", freePort())
 		cfg.ShutdownGracePeriod.Duration = 10 * time.Second
 		addr = net.JoinHostPort(cfg.Webhook.Host, strconv.Itoa(int(cfg.Webhook.Port)))
@@ -62,6 +70,13 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		}()
 	})
 
+	// Whatever specs ran, stop this manager before the suite stops the API
+	// server (the shutdown spec may already have stopped it).
+	AfterAll(func() {
+		cancelFn()
+		Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
+	})
+
 	It("becomes ready once it serves TLS and its namespace cache has synced", func() {
 		url := "http://" + cfg.Health.BindAddress
 		Eventually(func() (int, error) {
@@ -76,6 +91,34 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	})
+
+	It("serves Prometheus metrics on their own port", func() {
+		// One review, so modelgate's counters have a sample to show.
+		ns := namespace(context.Background(), nil)
+		Expect(admin.Create(context.Background(), builders.New("Pod",
+			builders.Options{Namespace: ns, Name: "metrics", Annotations: optIn}))).To(Succeed())
+		resp, err := http.Get("http://" + cfg.Metrics.BindAddress + "/metrics") //nolint:noctx // a test probe.
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(body)).To(ContainSubstring("controller_runtime_webhook_requests_total"))
+		Expect(string(body)).To(ContainSubstring("modelgate_mutating_reviews_total"))
+	})
+
+	It("picks up a rotated serving certificate without a restart", func() {
+		serving := func() (*big.Int, error) {
+			conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				return nil, err
+			}
+			defer conn.Close()
+			return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+		}
+		Expect(serving()).To(Equal(firstSerial))
+		rotated := writeServingCert(cfg.Webhook.CertDir)
+		Eventually(serving).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(rotated))
 	})
 
 	It("refuses TLS older than 1.2", func() {
