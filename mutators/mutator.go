@@ -86,4 +86,9 @@ type Input struct {
 	Settings annotations.Settings
 	// Old is the previous object's own metadata on UPDATE, nil on CREATE.
 	Old *metav1.ObjectMeta
+	// Container is the index in Target.PodSpec.Containers of the container
+	// that serves the model (see ResolveContainer), or NoContainer.
+	Container int
+	// Options are the platform settings from the Configuration.
+	Options *Options
 }

@@ -17,7 +17,58 @@ const (
 	// sit on the workload's metadata or on its pod template. "false" wins over
 	// "true" and over a namespace-wide opt-in.
 	Inject = Prefix + "inject"
+
+	// Model is the model URI: s3://bucket/path, gs://bucket/path,
+	// hf://org/repo[@revision], pvc://claim[/sub/path], https://host/path,
+	// oci://registry/repo(:tag|@sha256:digest).
+	Model = Prefix + "model"
+	// ModelMount is where serving containers see the model (default
+	// /models), mounted read-only.
+	ModelMount = Prefix + "model-mount"
+	// ModelCache is "disk" (default), "memory" or "pvc:<claim>".
+	ModelCache = Prefix + "model-cache"
+	// ModelSize is a quantity (16Gi) sizing the cache volume and the loader.
+	ModelSize = Prefix + "model-size"
+	// ModelCredentials names a Secret whose keys become the loader's
+	// environment, and only the loader's.
+	ModelCredentials = Prefix + "model-credentials"
+
+	// GPU is the number of GPUs the target container gets (a positive
+	// integer).
+	GPU = Prefix + "gpu"
+	// GPUProduct is a comma-separated list of acceptable GPU products (node
+	// label values such as NVIDIA-H100-80GB-HBM3).
+	GPUProduct = Prefix + "gpu-product"
+	// GPUMemory is the minimum memory per GPU in MiB.
+	GPUMemory = Prefix + "gpu-memory"
+
+	// Engine picks the serving probe preset: vllm, sglang, tgi, triton or
+	// custom.
+	Engine = Prefix + "engine"
+	// Port overrides the engine preset's serving port.
+	Port = Prefix + "port"
+	// HealthPath overrides the engine preset's readiness path.
+	HealthPath = Prefix + "health-path"
+	// WarmupTimeout is how many seconds the model may take to load and warm
+	// up (default 300); the startup probe's budget covers it.
+	WarmupTimeout = Prefix + "warmup-timeout"
+
+	// Container names the container that serves the model, when it is
+	// ambiguous.
+	Container = Prefix + "container"
+	// Profile names a profile from the Configuration: platform defaults for
+	// any of the keys above, which the object's own annotations override.
+	Profile = Prefix + "profile"
 )
+
+// SettingKeys are the annotations Parse reads into Settings (besides
+// Inject), in the order errors are reported.
+var SettingKeys = []string{
+	Model, ModelMount, ModelCache, ModelSize, ModelCredentials,
+	GPU, GPUProduct, GPUMemory,
+	Engine, Port, HealthPath, WarmupTimeout,
+	Container, Profile,
+}
 
 // Keys that modelgate writes. Users must not set them: on an opted-in object
 // they are overwritten, and on any other object a hand-set value is rejected.

@@ -16,6 +16,16 @@ type Settings struct {
 	// Choice is the object's explicit injection choice, merged across the
 	// object and its templates.
 	Choice Choice `json:"-"`
+	// Model is nil when the object names no model.
+	Model *ModelSettings `json:"model,omitempty"`
+	// GPU is zero when the object asks for no GPUs.
+	GPU GPUSettings `json:"gpu,omitzero"`
+	// Serving.Engine is empty when the object names no engine.
+	Serving ServingSettings `json:"serving,omitzero"`
+	// Container is the serving container's name, empty when not given.
+	Container string `json:"container,omitempty"`
+	// Profile is the Configuration profile the settings were based on.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Source is one annotation map of an object, with the field path it lives

@@ -1,0 +1,123 @@
+package annotations
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Scheme is a model URI's scheme.
+type Scheme string
+
+// The supported model URI schemes.
+const (
+	SchemeS3    Scheme = "s3"
+	SchemeGS    Scheme = "gs"
+	SchemeHF    Scheme = "hf"
+	SchemePVC   Scheme = "pvc"
+	SchemeHTTPS Scheme = "https"
+	SchemeOCI   Scheme = "oci"
+)
+
+// Schemes lists the supported schemes, in the order messages show them.
+var Schemes = []Scheme{SchemeS3, SchemeGS, SchemeHF, SchemePVC, SchemeHTTPS, SchemeOCI}
+
+// ModelURI is a parsed modelgate.io/model value.
+type ModelURI struct {
+	// Raw is the URI as written.
+	Raw    string `json:"raw"`
+	Scheme Scheme `json:"scheme"`
+	// Host is the s3/gs bucket, the https host[:port], or the oci
+	// registry[:port]; empty for hf and pvc.
+	Host string `json:"host,omitempty"`
+	// Path is the s3/gs object prefix, the https path, the hf "org/repo",
+	// the oci repository, or the pvc sub path (without leading slash).
+	Path string `json:"path,omitempty"`
+	// Claim is the pvc claim name.
+	Claim string `json:"claim,omitempty"`
+	// Revision is the hf revision after '@' (branch, tag or commit).
+	Revision string `json:"revision,omitempty"`
+	// Tag and Digest are the oci reference's tag or sha256 digest.
+	Tag    string `json:"tag,omitempty"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// Pinned reports whether the URI names immutable content: an hf commit
+// hash (40 hex digits) or an oci digest.
+func (u ModelURI) Pinned() bool {
+	switch u.Scheme {
+	case SchemeHF:
+		return isCommitHash(u.Revision)
+	case SchemeOCI:
+		return u.Digest != ""
+	default:
+		return false
+	}
+}
+
+// CacheMedium is where a fetched model is kept.
+type CacheMedium string
+
+// The cache media of modelgate.io/model-cache.
+const (
+	CacheDisk   CacheMedium = "disk"
+	CacheMemory CacheMedium = "memory"
+	CachePVC    CacheMedium = "pvc"
+)
+
+// Cache is a parsed modelgate.io/model-cache value.
+type Cache struct {
+	Medium CacheMedium `json:"medium"`
+	// Claim is the shared cache claim for CachePVC.
+	Claim string `json:"claim,omitempty"`
+}
+
+// DefaultModelMount is where serving containers see the model by default.
+const DefaultModelMount = "/models"
+
+// ModelSettings is the model to load and how.
+type ModelSettings struct {
+	URI       ModelURI `json:"uri"`
+	MountPath string   `json:"mountPath"`
+	Cache     Cache    `json:"cache"`
+	// Size is nil when not given.
+	Size *resource.Quantity `json:"size,omitempty"`
+	// Credentials is a Secret name, empty for none.
+	Credentials string `json:"credentials,omitempty"`
+}
+
+// GPUSettings is the GPU placement asked for. The zero value asks for
+// nothing.
+type GPUSettings struct {
+	Count        int64    `json:"count,omitempty"`
+	Products     []string `json:"products,omitempty"`
+	MinMemoryMiB int64    `json:"minMemoryMiB,omitempty"`
+}
+
+// EngineName is a serving engine, which picks probe presets.
+type EngineName string
+
+// The supported engines.
+const (
+	EngineVLLM   EngineName = "vllm"
+	EngineSGLang EngineName = "sglang"
+	EngineTGI    EngineName = "tgi"
+	EngineTriton EngineName = "triton"
+	EngineCustom EngineName = "custom"
+)
+
+// Engines lists the supported engines, in the order messages show them.
+var Engines = []EngineName{EngineVLLM, EngineSGLang, EngineTGI, EngineTriton, EngineCustom}
+
+// DefaultWarmupTimeoutSeconds is how long a model may take to load and warm
+// up unless modelgate.io/warmup-timeout says otherwise.
+const DefaultWarmupTimeoutSeconds = 300
+
+// ServingSettings is how the model is served. The zero Engine means no
+// serving probes (a training job).
+type ServingSettings struct {
+	Engine EngineName `json:"engine,omitempty"`
+	// Port and HealthPath are zero to use the engine preset's.
+	Port       int32  `json:"port,omitempty"`
+	HealthPath string `json:"healthPath,omitempty"`
+	// WarmupTimeoutSeconds is always set (defaulted).
+	WarmupTimeoutSeconds int32 `json:"warmupTimeoutSeconds"`
+}

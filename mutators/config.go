@@ -1,0 +1,78 @@
+package mutators
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// Options are the platform settings the mutators work with, taken from the
+// Configuration when the webhook starts. Mutators never read anything else.
+type Options struct {
+	Loader LoaderOptions
+	GPU    GPUOptions
+	Probes ProbeOptions
+}
+
+// LoaderOptions configure the model-loader init container.
+type LoaderOptions struct {
+	// Image and Command are the default loader; the model URI and the
+	// destination are appended as --uri=<uri> --dest=<mount>.
+	Image   string
+	Command []string
+	// Schemes overrides Image and Command per URI scheme.
+	Schemes map[annotations.Scheme]LoaderImage
+	// Resources are the loader's requests and limits. When the model has a
+	// size, the ephemeral-storage request is raised to it for disk caches.
+	Resources corev1.ResourceRequirements
+	// ImageVolumes mounts oci:// models as image volumes (Kubernetes 1.33+
+	// with the ImageVolume feature) instead of running the loader.
+	ImageVolumes bool
+	// PullPolicy is the loader's image pull policy.
+	PullPolicy corev1.PullPolicy
+}
+
+// LoaderImage is a loader image and its command.
+type LoaderImage struct {
+	Image   string
+	Command []string
+}
+
+// GPUOptions name the node labels, resource and taint of the GPU vendor.
+// The defaults are NVIDIA's (GPU Feature Discovery labels, the device
+// plugin's resource, the usual taint); another vendor is a configuration
+// change.
+type GPUOptions struct {
+	// ResourceName is the extended resource, nvidia.com/gpu.
+	ResourceName corev1.ResourceName
+	// ProductLabel is the node label holding the product,
+	// nvidia.com/gpu.product.
+	ProductLabel string
+	// MemoryLabel is the node label holding memory per GPU in MiB,
+	// nvidia.com/gpu.memory.
+	MemoryLabel string
+	// TaintKey is the taint GPU nodes carry, nvidia.com/gpu; GPU pods get a
+	// toleration for it with operator Exists.
+	TaintKey string
+}
+
+// ProbeOptions are the serving probe presets per engine.
+type ProbeOptions struct {
+	Presets map[annotations.EngineName]ProbePreset
+	// PeriodSeconds is the readiness and startup probes' period.
+	PeriodSeconds int32
+}
+
+// ProbePreset is an engine's serving port and readiness path.
+type ProbePreset struct {
+	Port int32
+	Path string
+}
+
+// Well-known names the mutators use.
+const (
+	// LoaderContainerName is the model-loader init container's name.
+	LoaderContainerName = "model-loader"
+	// ModelVolumeName is the shared volume holding the model.
+	ModelVolumeName = "model-store"
+)
