@@ -52,6 +52,7 @@ func (c Chain) Run(t *Target, in *Input) ([]string, error) {
 // On error the target may be partly changed; callers must discard it.
 func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 	prev, _ := ParseRecord(t.Object.Annotations[annotations.Injected])
+	in.Previous = prev
 	changed, err := c.Run(t, in)
 	if err != nil {
 		return Result{}, err
@@ -66,7 +67,9 @@ func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 	if len(applied) == 0 {
 		return res, nil
 	}
-	res.Record = Record{Mutators: applied, Settings: in.Settings.Hash()}
+	owns := slices.Clone(t.owns)
+	slices.Sort(owns)
+	res.Record = Record{Mutators: applied, Settings: in.Settings.Hash(), Owns: owns}
 	value := res.Record.String()
 	for _, meta := range t.Metas() {
 		setAnnotation(meta, annotations.Injected, value)

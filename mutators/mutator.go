@@ -36,6 +36,19 @@ type Target struct {
 	Templates []*metav1.ObjectMeta
 	// PodSpec is the Pod's spec or the workload's pod template spec.
 	PodSpec *corev1.PodSpec
+
+	owns []string
+}
+
+// Own declares that modelgate created a part of the pod spec in this pass
+// (see Record.Owns). Mutators declare what they own on every pass.
+func (t *Target) Own(part string) {
+	for _, p := range t.owns {
+		if p == part {
+			return
+		}
+	}
+	t.owns = append(t.owns, part)
 }
 
 // PodMeta is the metadata of the pod (template): the last template, or the
@@ -91,4 +104,7 @@ type Input struct {
 	Container int
 	// Options are the platform settings from the Configuration.
 	Options *Options
+	// Previous is the Injected record the object carried before this pass
+	// (zero when none); it tells a mutator which parts it created earlier.
+	Previous Record
 }

@@ -9,6 +9,21 @@ import (
 type Record struct {
 	Mutators []string `json:"mutators"`
 	Settings string   `json:"settings"`
+	// Owns lists the parts of the pod spec modelgate created (for example
+	// "initContainer/model-loader"), so that a later pass replaces them
+	// instead of stacking new ones, and never mistakes a part the user
+	// wrote for its own.
+	Owns []string `json:"owns,omitempty"`
+}
+
+// Owned reports whether the record says modelgate created the part.
+func (r Record) Owned(part string) bool {
+	for _, p := range r.Owns {
+		if p == part {
+			return true
+		}
+	}
+	return false
 }
 
 // String is the record's canonical JSON form.

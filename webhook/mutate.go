@@ -3,11 +3,14 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -38,8 +41,13 @@ const reservedRule = "reserved-metadata"
 // once, decides whether it opted in, builds the mutators' Input and runs the
 // Chain, answering with a JSON patch.
 type Mutating struct {
-	chain      mutators.Chain
+	chain mutators.Chain
+	// podUpdate runs on Pod UPDATEs and stamped on Pods a controller
+	// creates from an injected template: only metadata, never the spec.
 	podUpdate  mutators.Chain
+	stamped    mutators.Chain
+	parser     annotations.Parser
+	options    *mutators.Options
 	namespaces NamespaceLabeler
 	excluded   sets.Set[string]
 	trusted    *config.TrustedRequesters
@@ -54,10 +62,13 @@ func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mu
 	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
 	excluded.Insert(cfg.Namespace)
 	return &Mutating{
-		chain: mutators.Chain{owner},
+		chain: mutators.Chain{owner, mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}},
 		// A Pod's spec is immutable once created: an UPDATE only gets its
 		// metadata kept right.
 		podUpdate:  mutators.Chain{owner},
+		stamped:    mutators.Chain{owner},
+		parser:     annotations.Parser{Profiles: cfg.Injection.Profiles},
+		options:    mutatorOptions(&cfg.Injection),
 		namespaces: ns,
 		excluded:   excluded,
 		trusted:    cfg.Injection.TrustedRequesters,
@@ -119,10 +130,10 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	for i, m := range obj.target.Metas() {
 		sources = append(sources, annotations.Source{Path: paths[i], Annotations: m.Annotations})
 	}
-	settings, errs := annotations.Parse(sources...)
-	if len(errs) > 0 {
-		gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
-		return invalid(gk, req.Name, errs), outcomeInvalid
+	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
+	settings, errs := h.parser.Parse(sources...)
+	if injectErrs := onlyInject(errs); len(injectErrs) > 0 {
+		return invalid(gk, req.Name, injectErrs), outcomeInvalid
 	}
 
 	requester := requesterFrom(req.UserInfo, h.trusted)
@@ -139,30 +150,75 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 		NamespaceLabels: nsLabels,
 		Requester:       requester,
 		Settings:        settings,
+		Container:       mutators.NoContainer,
+		Options:         h.options,
 	}
 	if old != nil {
 		in.Old = old.target.Object
 	}
-	return h.mutate(req, obj, in)
+	chain, full := h.chain, true
+	switch {
+	case req.Kind.Kind == "Pod" && op == mutators.Update:
+		chain, full = h.podUpdate, false
+	case isStamped(req.Kind.Kind, op, requester, obj.target):
+		chain, full = h.stamped, false
+	default:
+		idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.options.GPU.ResourceName, paths[len(paths)-1])
+		if ferr != nil {
+			errs = append(errs, ferr)
+		}
+		in.Container = idx
+	}
+	if len(errs) > 0 {
+		return invalid(gk, req.Name, errs), outcomeInvalid
+	}
+	return h.mutate(req, obj, chain, full, in)
+}
+
+// isStamped reports whether a CREATE is a controller stamping out an
+// already-injected template (a ReplicaSet's Pod, a CronJob's Job): such
+// objects carry modelgate's record and get only their metadata checked,
+// never a second injection.
+func isStamped(kind string, op mutators.Operation, r mutators.Requester, t *mutators.Target) bool {
+	if op != mutators.Create || !r.Trusted || kind == "CronJob" {
+		return false
+	}
+	_, ok := mutators.ParseRecord(t.PodMeta().Annotations[annotations.Injected])
+	return ok
+}
+
+// onlyInject keeps the errors about modelgate.io/inject: the only ones that
+// matter for an object that did not opt in.
+func onlyInject(errs field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		if strings.HasSuffix(e.Field, "["+annotations.Inject+"]") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // mutate runs the chain over the decoded object and answers with the patch
 // between the object before and after, both marshalled from the same typed
 // value, so fields this build of modelgate does not know are never touched.
-func (h *Mutating) mutate(req admission.Request, obj *decoded, in *mutators.Input) (admission.Response, string) {
+func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, full bool, in *mutators.Input) (admission.Response, string) {
 	before, err := json.Marshal(obj.obj)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding object: %w", err)), outcomeError
 	}
-	var changed []string
-	if req.Kind.Kind == "Pod" && in.Operation == mutators.Update {
-		changed, err = h.podUpdate.Run(obj.target, in)
+	// Only a full injection writes the record; the metadata-only chains
+	// leave the record the object carries as it is.
+	var res mutators.Result
+	if full {
+		res, err = chain.Apply(obj.target, in)
 	} else {
-		var res mutators.Result
-		res, err = h.chain.Apply(obj.target, in)
-		changed = res.Changed
+		res.Changed, err = chain.Run(obj.target, in)
 	}
 	if err != nil {
+		if ie, ok := errors.AsType[*mutators.InvalidError](err); ok {
+			return invalid(schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, req.Name, ie.Errs), outcomeInvalid
+		}
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
 	after, err := json.Marshal(obj.obj)
@@ -176,6 +232,6 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, in *mutators.Inpu
 	if len(resp.Patches) == 0 {
 		return admission.Allowed("already injected"), outcomeUnchanged
 	}
-	h.metrics.changed(req.Kind.Kind, changed)
+	h.metrics.changed(req.Kind.Kind, res.Changed)
 	return resp, outcomeInjected
 }

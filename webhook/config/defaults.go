@@ -4,6 +4,8 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -19,7 +21,30 @@ const (
 	DefaultHealthBindAddress   = ":8081"
 	DefaultShutdownGracePeriod = 30 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
+	DefaultLoaderImage         = "ghcr.io/modelgate/modelgate:latest"
+	DefaultGPUResource         = "nvidia.com/gpu"
+	DefaultGPUProductLabel     = "nvidia.com/gpu.product"
+	DefaultGPUMemoryLabel      = "nvidia.com/gpu.memory"
+	DefaultGPUTaintKey         = "nvidia.com/gpu"
+	DefaultProbePeriodSeconds  = 5
 )
+
+// DefaultLoaderCommand runs modelgate's own loader.
+var DefaultLoaderCommand = []string{"/modelgate", "load"}
+
+// DefaultLoaderResources are the loader's requests and limits: enough to
+// stream a model to disk, with no CPU limit (throttling only slows it).
+func DefaultLoaderResources() *corev1.ResourceRequirements {
+	return &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("500m"),
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("2Gi"),
+		},
+	}
+}
 
 // DefaultExcludedNamespaces are the control-plane namespaces never injected.
 var DefaultExcludedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease"}
@@ -84,6 +109,35 @@ func Default(c *Configuration) {
 	}
 	if in.NamespaceCacheWait == nil {
 		in.NamespaceCacheWait = &metav1.Duration{Duration: DefaultNamespaceCacheWait}
+	}
+	l := &in.Loader
+	if l.Image == "" {
+		l.Image = DefaultLoaderImage
+	}
+	if l.Command == nil {
+		l.Command = append([]string(nil), DefaultLoaderCommand...)
+	}
+	if l.PullPolicy == "" {
+		l.PullPolicy = corev1.PullIfNotPresent
+	}
+	if l.Resources == nil {
+		l.Resources = DefaultLoaderResources()
+	}
+	g := &in.GPU
+	if g.ResourceName == "" {
+		g.ResourceName = DefaultGPUResource
+	}
+	if g.ProductLabel == "" {
+		g.ProductLabel = DefaultGPUProductLabel
+	}
+	if g.MemoryLabel == "" {
+		g.MemoryLabel = DefaultGPUMemoryLabel
+	}
+	if g.TaintKey == "" {
+		g.TaintKey = DefaultGPUTaintKey
+	}
+	if in.Probes.PeriodSeconds == 0 {
+		in.Probes.PeriodSeconds = DefaultProbePeriodSeconds
 	}
 }
 

@@ -4,6 +4,7 @@
 package config
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -86,6 +87,77 @@ type Injection struct {
 	// not yet in modelgate's cache (one created a moment ago). Defaults to
 	// 2s; it must stay well under the webhook timeout.
 	NamespaceCacheWait *metav1.Duration `json:"namespaceCacheWait,omitempty"`
+
+	// Loader is the model-loader init container.
+	Loader Loader `json:"loader,omitempty"`
+
+	// GPU names the GPU vendor's resource, node labels and taint. Defaults
+	// are NVIDIA's; another vendor is a configuration change.
+	GPU GPU `json:"gpu,omitempty"`
+
+	// Probes are the serving probe presets.
+	Probes Probes `json:"probes,omitempty"`
+
+	// Profiles are named sets of platform defaults for modelgate.io/
+	// annotations, picked with modelgate.io/profile; the object's own
+	// annotations override them. Keys are annotation names (for example
+	// modelgate.io/gpu), values are annotation values.
+	Profiles map[string]map[string]string `json:"profiles,omitempty"`
+}
+
+// Loader configures the model-loader init container.
+type Loader struct {
+	// Image and Command run the loader; modelgate appends --uri=<model>
+	// and --dest=<mount path>. Default: modelgate's own image running
+	// "/modelgate load".
+	Image   string   `json:"image,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Schemes overrides Image and Command per model URI scheme (s3, gs, hf,
+	// https, oci).
+	Schemes map[string]LoaderImage `json:"schemes,omitempty"`
+	// PullPolicy is the loader's image pull policy. Defaults to IfNotPresent.
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+	// Resources are the loader's requests and limits.
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// ImageVolumes mounts oci:// models as image volumes instead of running
+	// the loader; needs Kubernetes 1.33+ with the ImageVolume feature.
+	ImageVolumes bool `json:"imageVolumes,omitempty"`
+}
+
+// LoaderImage is a loader image and its command.
+type LoaderImage struct {
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+}
+
+// GPU names a GPU vendor's resource, node labels and taint.
+type GPU struct {
+	// ResourceName is the extended resource. Defaults to nvidia.com/gpu.
+	ResourceName string `json:"resourceName,omitempty"`
+	// ProductLabel is the node label holding the GPU product. Defaults to
+	// nvidia.com/gpu.product (NVIDIA GPU Feature Discovery).
+	ProductLabel string `json:"productLabel,omitempty"`
+	// MemoryLabel is the node label holding memory per GPU in MiB. Defaults
+	// to nvidia.com/gpu.memory.
+	MemoryLabel string `json:"memoryLabel,omitempty"`
+	// TaintKey is the taint GPU nodes carry. Defaults to nvidia.com/gpu.
+	TaintKey string `json:"taintKey,omitempty"`
+}
+
+// Probes configures the serving probes.
+type Probes struct {
+	// PeriodSeconds is the readiness and startup probes' period. Defaults
+	// to 5.
+	PeriodSeconds int32 `json:"periodSeconds,omitempty"`
+	// Presets override or add engine presets (port and readiness path),
+	// keyed by engine name: vllm, sglang, tgi, triton.
+	Presets map[string]ProbePreset `json:"presets,omitempty"`
+}
+
+// ProbePreset is an engine's serving port and readiness path.
+type ProbePreset struct {
+	Port int32  `json:"port"`
+	Path string `json:"path"`
 }
 
 // TrustedRequesters matches the identities of template-copying controllers.

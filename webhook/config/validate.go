@@ -51,6 +51,7 @@ func (c *Configuration) Validate() field.ErrorList {
 				"must be at least 7 characters; a short prefix trusts almost everyone"))
 		}
 	}
+	errs = append(errs, validateInjection(&c.Injection, in)...)
 	return errs
 }
 

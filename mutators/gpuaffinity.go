@@ -1,0 +1,229 @@
+package mutators
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// GPUPlacementName is the GPUPlacement mutator's stable name.
+const GPUPlacementName = "gpu-placement"
+
+// DefaultGPUOptions are NVIDIA's names: the device plugin's extended
+// resource, the product and memory labels of GPU Feature Discovery (memory
+// per GPU in MiB, as NVML reports it: an "80GB" card is labelled a little
+// under 81920) and the taint GPU node pools usually carry.
+func DefaultGPUOptions() GPUOptions {
+	return GPUOptions{
+		ResourceName: "nvidia.com/gpu",
+		ProductLabel: "nvidia.com/gpu.product",
+		MemoryLabel:  "nvidia.com/gpu.memory",
+		TaintKey:     "nvidia.com/gpu",
+	}
+}
+
+// GPUPlacement gives the serving container the GPUs modelgate.io/gpu asks
+// for and places the pod on nodes that have them:
+//
+//   - the container's limit and request of the GPU resource are both set to
+//     the count (extended resources need them equal; the annotation wins
+//     over a value the container already had);
+//   - a required node affinity: the product label In the products of
+//     modelgate.io/gpu-product, and the memory label Gt the minimum of
+//     modelgate.io/gpu-memory minus one (Gt is strict, so a minimum of 40960
+//     MiB becomes Gt 40959, which admits exactly 40960 and above);
+//   - a toleration of the GPU taint (Exists, NoSchedule), unless one that
+//     covers it is already there.
+//
+// Affinity the pod already has is kept. Node selector terms are ORed, so the
+// GPU requirements are ANDed into every term; preferred terms and pod
+// (anti-)affinity are not touched. Empty terms match no node and stay
+// empty: filling them in would widen the pod's placement.
+//
+// On a GPU pod modelgate owns the requirements "product label In" and
+// "memory label Gt": a later pass replaces their values instead of stacking
+// a second requirement. Users who want their own product constraint write
+// modelgate.io/gpu-product rather than a node affinity on the product label.
+//
+// A pod that asks for no GPUs is left alone.
+type GPUPlacement struct{}
+
+var _ Mutator = GPUPlacement{}
+
+// Name implements Mutator.
+func (GPUPlacement) Name() string { return GPUPlacementName }
+
+// Mutate implements Mutator.
+func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
+	g := in.Settings.GPU
+	if g.Count <= 0 || in.Container == NoContainer {
+		return false, nil
+	}
+	if in.Options == nil {
+		return false, errNoOptions
+	}
+	o := in.Options.GPU
+	if o.ResourceName == "" {
+		return false, fmt.Errorf("%w: no GPU resource name", errGPUOptions)
+	}
+	c, err := servingContainer(t, in)
+	if err != nil {
+		return false, err
+	}
+
+	count := *resource.NewQuantity(g.Count, resource.DecimalSI)
+	changed := setQuantity(&c.Resources.Limits, o.ResourceName, count)
+	changed = setQuantity(&c.Resources.Requests, o.ResourceName, count) || changed
+
+	reqs, err := gpuRequirements(g.Products, g.MinMemoryMiB, o)
+	if err != nil {
+		return false, err
+	}
+	changed = requireOnNodes(t.PodSpec, reqs) || changed
+
+	if o.TaintKey != "" && !toleratesTaint(t.PodSpec.Tolerations, o.TaintKey, corev1.TaintEffectNoSchedule) {
+		t.PodSpec.Tolerations = append(t.PodSpec.Tolerations, corev1.Toleration{
+			Key: o.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+		})
+		changed = true
+	}
+	return changed, nil
+}
+
+var (
+	errNoOptions   = errors.New("no platform options")
+	errGPUOptions  = errors.New("incomplete GPU options")
+	errNoContainer = errors.New("no serving container")
+)
+
+// servingContainer returns the container Input.Container names.
+func servingContainer(t *Target, in *Input) (*corev1.Container, error) {
+	if in.Container < 0 || in.Container >= len(t.PodSpec.Containers) {
+		return nil, fmt.Errorf("%w at index %d: the pod has %d containers",
+			errNoContainer, in.Container, len(t.PodSpec.Containers))
+	}
+	return &t.PodSpec.Containers[in.Container], nil
+}
+
+// setQuantity sets l[name] to q and reports whether it changed.
+func setQuantity(l *corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) bool {
+	if cur, ok := (*l)[name]; ok && cur.Cmp(q) == 0 {
+		return false
+	}
+	if *l == nil {
+		*l = corev1.ResourceList{}
+	}
+	(*l)[name] = q
+	return true
+}
+
+// gpuRequirements are the node requirements for the products and the
+// minimum memory per GPU, in the order they are added.
+func gpuRequirements(products []string, minMemoryMiB int64, o GPUOptions) ([]corev1.NodeSelectorRequirement, error) {
+	var reqs []corev1.NodeSelectorRequirement
+	if len(products) > 0 {
+		if o.ProductLabel == "" {
+			return nil, fmt.Errorf("%w: no GPU product label", errGPUOptions)
+		}
+		reqs = append(reqs, corev1.NodeSelectorRequirement{
+			Key: o.ProductLabel, Operator: corev1.NodeSelectorOpIn, Values: slices.Clone(products),
+		})
+	}
+	if minMemoryMiB > 0 {
+		if o.MemoryLabel == "" {
+			return nil, fmt.Errorf("%w: no GPU memory label", errGPUOptions)
+		}
+		// Gt is strict: "at least m" is "greater than m-1".
+		reqs = append(reqs, corev1.NodeSelectorRequirement{
+			Key: o.MemoryLabel, Operator: corev1.NodeSelectorOpGt, Values: []string{strconv.FormatInt(minMemoryMiB-1, 10)},
+		})
+	}
+	return reqs, nil
+}
+
+// requireOnNodes ANDs the requirements into every non-empty term of the
+// pod's required node affinity, creating the affinity (one term) when the
+// pod has none. It reports whether the spec changed.
+func requireOnNodes(spec *corev1.PodSpec, reqs []corev1.NodeSelectorRequirement) bool {
+	if len(reqs) == 0 {
+		return false
+	}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	sel := na.RequiredDuringSchedulingIgnoredDuringExecution
+	changed := false
+	if len(sel.NodeSelectorTerms) == 0 {
+		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+		changed = true
+	}
+	for i := range sel.NodeSelectorTerms {
+		term := &sel.NodeSelectorTerms[i]
+		if !changed && len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+			// An empty term the pod came with matches no node; keep it so.
+			continue
+		}
+		for _, r := range reqs {
+			changed = setRequirement(&term.MatchExpressions, r) || changed
+		}
+	}
+	return changed
+}
+
+// setRequirement makes want the one requirement of its key and operator in
+// exprs: an equal one is kept, one with other values is replaced in place
+// (modelgate owns it), further ones are dropped, and want is appended when
+// there is none. It reports whether exprs changed.
+func setRequirement(exprs *[]corev1.NodeSelectorRequirement, want corev1.NodeSelectorRequirement) bool {
+	out := make([]corev1.NodeSelectorRequirement, 0, len(*exprs)+1)
+	found, changed := false, false
+	for _, e := range *exprs {
+		if e.Key != want.Key || e.Operator != want.Operator {
+			out = append(out, e)
+			continue
+		}
+		switch {
+		case found:
+			changed = true // a duplicate: drop it
+		case slices.Equal(e.Values, want.Values):
+			found = true
+			out = append(out, e)
+		default:
+			found, changed = true, true
+			out = append(out, corev1.NodeSelectorRequirement{
+				Key: want.Key, Operator: want.Operator, Values: slices.Clone(want.Values)})
+		}
+	}
+	if !found {
+		out = append(out, corev1.NodeSelectorRequirement{
+			Key: want.Key, Operator: want.Operator, Values: slices.Clone(want.Values)})
+		changed = true
+	}
+	if changed {
+		*exprs = out
+	}
+	return changed
+}
+
+// toleratesTaint reports whether a toleration with operator Exists covers
+// every taint with the key and effect: the same key or an empty key (which
+// tolerates everything), and the same effect or an empty one (all effects).
+// An Equal toleration is not enough: the taint's value is unknown.
+func toleratesTaint(tols []corev1.Toleration, key string, effect corev1.TaintEffect) bool {
+	return slices.ContainsFunc(tols, func(t corev1.Toleration) bool {
+		return t.Operator == corev1.TolerationOpExists &&
+			(t.Key == "" || t.Key == key) &&
+			(t.Effect == "" || t.Effect == effect)
+	})
+}

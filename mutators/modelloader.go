@@ -1,0 +1,228 @@
+package mutators
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// ModelLoaderName is the ModelLoader mutator's stable name.
+const ModelLoaderName = "model-loader"
+
+// Parts of the pod spec the model loader creates, as recorded in
+// Record.Owns.
+const (
+	ownLoader = "initContainer/" + LoaderContainerName
+	ownVolume = "volume/" + ModelVolumeName
+)
+
+// ModelLoader puts the model into the shared volume model-store and mounts
+// it read-only into the serving container at the model mount path.
+//
+//   - pvc:// models mount the claim directly (read-only, with its sub
+//     path): no loader.
+//   - oci:// models become an image volume when LoaderOptions.ImageVolumes
+//     is set: no loader.
+//   - Everything else gets an init container model-loader, first among the
+//     init containers, fetching into the cache volume: an emptyDir on disk
+//     or in memory (sized by modelgate.io/model-size), or a shared cache
+//     claim, where each model gets its own sub directory.
+//
+// Credentials reach the loader only, as envFrom the named Secret. A
+// model-loader init container the user wrote is kept as theirs; the volume
+// and the serving mount are still wired.
+type ModelLoader struct{}
+
+var _ Mutator = ModelLoader{}
+
+// Name implements Mutator.
+func (ModelLoader) Name() string { return ModelLoaderName }
+
+// Mutate implements Mutator.
+func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
+	m := in.Settings.Model
+	if m == nil || in.Container == NoContainer {
+		return false, nil
+	}
+	spec := t.PodSpec
+	volume, subPath, needsLoader := modelVolume(m, in.Options.Loader)
+
+	changed, err := ensureVolume(t, in, volume)
+	if err != nil {
+		return false, err
+	}
+	mount := corev1.VolumeMount{Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath, ReadOnly: true}
+	c, err := ensureMount(&spec.Containers[in.Container], mount)
+	if err != nil {
+		return false, err
+	}
+	changed = c || changed
+
+	idx := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == LoaderContainerName })
+	ours := idx >= 0 && in.Previous.Owned(ownLoader)
+	switch {
+	case idx >= 0 && !ours:
+		// The user's own loader: theirs to run, never touched.
+	case !needsLoader:
+		if ours {
+			spec.InitContainers = slices.Delete(spec.InitContainers, idx, idx+1)
+			changed = true
+		}
+	default:
+		want := loaderContainer(m, in.Options.Loader, subPath)
+		t.Own(ownLoader)
+		switch {
+		case idx < 0:
+			spec.InitContainers = slices.Insert(spec.InitContainers, 0, want)
+			changed = true
+		case !equality.Semantic.DeepEqual(spec.InitContainers[idx], want):
+			spec.InitContainers[idx] = want
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// modelVolume returns the model-store volume, the sub path serving
+// containers mount, and whether a loader must fill the volume.
+func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string, bool) {
+	v := corev1.Volume{Name: ModelVolumeName}
+	switch {
+	case m.URI.Scheme == annotations.SchemePVC:
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.URI.Claim, ReadOnly: true}
+		return v, m.URI.Path, false
+	case m.URI.Scheme == annotations.SchemeOCI && o.ImageVolumes:
+		v.Image = &corev1.ImageVolumeSource{Reference: ociReference(m.URI), PullPolicy: corev1.PullIfNotPresent}
+		return v, "", false
+	}
+	switch m.Cache.Medium {
+	case annotations.CachePVC:
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Cache.Claim}
+		return v, cacheSubPath(m.URI), true
+	case annotations.CacheMemory:
+		v.EmptyDir = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: copyQuantity(m.Size)}
+	default:
+		v.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: copyQuantity(m.Size)}
+	}
+	return v, "", true
+}
+
+// cacheSubPath gives each model its own directory in a shared cache claim.
+func cacheSubPath(u annotations.ModelURI) string {
+	sum := sha256.Sum256([]byte(u.Raw))
+	return "models/" + hex.EncodeToString(sum[:8])
+}
+
+func ociReference(u annotations.ModelURI) string {
+	ref := u.Host + "/" + u.Path
+	if u.Digest != "" {
+		return ref + "@" + u.Digest
+	}
+	return ref + ":" + u.Tag
+}
+
+func copyQuantity(q *resource.Quantity) *resource.Quantity {
+	if q == nil {
+		return nil
+	}
+	c := q.DeepCopy()
+	return &c
+}
+
+// ensureVolume adds or updates model-store. A model-store volume that
+// modelgate did not create is the user's name clash: an invalid object.
+func ensureVolume(t *Target, in *Input, want corev1.Volume) (bool, error) {
+	spec := t.PodSpec
+	idx := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName })
+	if idx >= 0 && !in.Previous.Owned(ownVolume) {
+		return false, invalid(field.Duplicate(field.NewPath("spec", "volumes").Key(ModelVolumeName).Child("name"),
+			fmt.Sprintf("volume name %q is reserved for the model modelgate injects; rename this volume", ModelVolumeName)))
+	}
+	t.Own(ownVolume)
+	if idx < 0 {
+		spec.Volumes = append(spec.Volumes, want)
+		return true, nil
+	}
+	if equality.Semantic.DeepEqual(spec.Volumes[idx], want) {
+		return false, nil
+	}
+	spec.Volumes[idx] = want
+	return true, nil
+}
+
+// ensureMount adds or updates the serving container's model mount. Another
+// mount at the same path is the user's clash: an invalid object.
+func ensureMount(c *corev1.Container, want corev1.VolumeMount) (bool, error) {
+	for i, vm := range c.VolumeMounts {
+		switch {
+		case vm.Name == want.Name:
+			if equality.Semantic.DeepEqual(vm, want) {
+				return false, nil
+			}
+			c.VolumeMounts[i] = want
+			return true, nil
+		case vm.MountPath == want.MountPath:
+			return false, invalid(field.Invalid(field.NewPath("metadata", "annotations").Key(annotations.ModelMount),
+				want.MountPath, fmt.Sprintf("container %q already mounts volume %q there; choose another path", c.Name, vm.Name)))
+		}
+	}
+	c.VolumeMounts = append(c.VolumeMounts, want)
+	return true, nil
+}
+
+// loaderContainer builds the model-loader init container.
+func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath string) corev1.Container {
+	img := LoaderImage{Image: o.Image, Command: o.Command}
+	if s, ok := o.Schemes[m.URI.Scheme]; ok {
+		img = s
+	}
+	c := corev1.Container{
+		Name:            LoaderContainerName,
+		Image:           img.Image,
+		ImagePullPolicy: o.PullPolicy,
+		Command:         slices.Clone(img.Command),
+		Args:            []string{"--uri=" + m.URI.Raw, "--dest=" + m.MountPath},
+		Resources:       *o.Resources.DeepCopy(),
+		VolumeMounts: []corev1.VolumeMount{{
+			Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath,
+		}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// Spelled out where the API server would default them, so that the
+		// stored container equals a freshly built one and a second pass
+		// changes nothing.
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if c.ImagePullPolicy == "" {
+		c.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	if m.Credentials != "" {
+		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: m.Credentials},
+		}}}
+	}
+	if m.Size != nil && m.Cache.Medium == annotations.CacheDisk {
+		// The fetched model fills the pod's ephemeral storage: ask for it,
+		// so the scheduler picks a node with the room.
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		c.Resources.Requests[corev1.ResourceEphemeralStorage] = m.Size.DeepCopy()
+	}
+	return c
+}

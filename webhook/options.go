@@ -1,0 +1,45 @@
+package webhook
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// mutatorOptions turns the Configuration's injection settings into the
+// mutators' options, once, when the handler is built.
+func mutatorOptions(in *config.Injection) *mutators.Options {
+	o := &mutators.Options{
+		Loader: mutators.LoaderOptions{
+			Image:        in.Loader.Image,
+			Command:      append([]string(nil), in.Loader.Command...),
+			Schemes:      map[annotations.Scheme]mutators.LoaderImage{},
+			PullPolicy:   in.Loader.PullPolicy,
+			ImageVolumes: in.Loader.ImageVolumes,
+		},
+		GPU: mutators.GPUOptions{
+			ResourceName: corev1.ResourceName(in.GPU.ResourceName),
+			ProductLabel: in.GPU.ProductLabel,
+			MemoryLabel:  in.GPU.MemoryLabel,
+			TaintKey:     in.GPU.TaintKey,
+		},
+		Probes: mutators.ProbeOptions{
+			Presets:       mutators.DefaultProbePresets(),
+			PeriodSeconds: in.Probes.PeriodSeconds,
+		},
+	}
+	if in.Loader.Resources != nil {
+		o.Loader.Resources = *in.Loader.Resources.DeepCopy()
+	}
+	for scheme, img := range in.Loader.Schemes {
+		o.Loader.Schemes[annotations.Scheme(scheme)] = mutators.LoaderImage{
+			Image: img.Image, Command: append([]string(nil), img.Command...),
+		}
+	}
+	for engine, p := range in.Probes.Presets {
+		o.Probes.Presets[annotations.EngineName(engine)] = mutators.ProbePreset{Port: p.Port, Path: p.Path}
+	}
+	return o
+}
