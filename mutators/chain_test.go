@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/builders"
@@ -15,12 +17,41 @@ import (
 // TestMutatorsIdempotent proves it converges.
 var allMutators = []Mutator{
 	OwnerMetadata{},
+	GPUPlacement{},
+	ServingProbes{},
 }
 
-// freshInput is a CREATE by an ordinary user in a namespace with a team: a
-// request every mutator acts on.
+// freshSettings ask every mutator for something: GPUs of a product with a
+// minimum memory, and a vLLM server.
+func freshSettings() annotations.Settings {
+	return annotations.Settings{
+		GPU: annotations.GPUSettings{Count: 1, Products: []string{"NVIDIA-H100-80GB-HBM3"}, MinMemoryMiB: 40960},
+		Serving: annotations.ServingSettings{
+			Engine: annotations.EngineVLLM, WarmupTimeoutSeconds: annotations.DefaultWarmupTimeoutSeconds,
+		},
+	}
+}
+
+// freshOwns are the parts of the pod spec the mutators record as theirs
+// after a pass with freshInput.
+var freshOwns = []string{"containerPort/server/8000/http", "readinessProbe/server", "startupProbe/server"}
+
+// freshInput is a CREATE by an ordinary user in a namespace with a team,
+// with settings for every mutator: a request every mutator acts on.
 func freshInput() *Input {
-	return &Input{Operation: Create, Namespace: "team-a", NamespaceLabels: teamNS, Requester: untrusted}
+	return &Input{Operation: Create, Namespace: "team-a", NamespaceLabels: teamNS, Requester: untrusted,
+		Settings: freshSettings(), Container: 0, Options: testOptions()}
+}
+
+// targetState is everything a mutator may change: the metadata and the pod
+// spec.
+type targetState struct {
+	Metas []metav1.ObjectMeta
+	Spec  corev1.PodSpec
+}
+
+func state(t *Target) targetState {
+	return targetState{Metas: metas(t), Spec: *t.PodSpec.DeepCopy()}
 }
 
 func TestMutatorsIdempotent(t *testing.T) {
@@ -36,7 +67,7 @@ func TestMutatorsIdempotent(t *testing.T) {
 				if !changed {
 					t.Fatal("first Mutate on a fresh target reported no change")
 				}
-				once := metas(tg)
+				once := state(tg)
 				changed, err = m.Mutate(tg, in)
 				if err != nil {
 					t.Fatalf("second Mutate: %v", err)
@@ -44,7 +75,7 @@ func TestMutatorsIdempotent(t *testing.T) {
 				if changed {
 					t.Error("second Mutate reported a change")
 				}
-				if diff := cmp.Diff(once, metas(tg)); diff != "" {
+				if diff := cmp.Diff(once, state(tg)); diff != "" {
 					t.Errorf("second Mutate changed the target (-first +second):\n%s", diff)
 				}
 			})
@@ -76,7 +107,7 @@ func TestChainApplyWritesRecord(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
-			want := Record{Mutators: chain.Names(), Settings: in.Settings.Hash()}
+			want := Record{Mutators: chain.Names(), Settings: in.Settings.Hash(), Owns: freshOwns}
 			if diff := cmp.Diff(want, res.Record); diff != "" {
 				t.Errorf("Result.Record (-want +got):\n%s", diff)
 			}
@@ -93,7 +124,7 @@ func TestChainApplyWritesRecord(t *testing.T) {
 				}
 			}
 
-			once := metas(tg)
+			once := state(tg)
 			res2, err := chain.Apply(tg, in)
 			if err != nil {
 				t.Fatalf("second Apply: %v", err)
@@ -104,7 +135,7 @@ func TestChainApplyWritesRecord(t *testing.T) {
 			if diff := cmp.Diff(res.Record, res2.Record); diff != "" {
 				t.Errorf("second Apply record (-first +second):\n%s", diff)
 			}
-			if diff := cmp.Diff(once, metas(tg)); diff != "" {
+			if diff := cmp.Diff(once, state(tg)); diff != "" {
 				t.Errorf("second Apply changed the target (-first +second):\n%s", diff)
 			}
 		})
@@ -122,8 +153,10 @@ func TestChainApplyPodFromInjectedTemplate(t *testing.T) {
 	tpl := workload.PodMeta()
 
 	pod := newTarget("Pod", builders.Options{Name: "server-28391-abcde", Labels: tpl.Labels, Annotations: tpl.Annotations})
-	before := metas(pod)
-	in := &Input{Operation: Create, Namespace: "team-a", NamespaceLabels: teamNS, Requester: trusted}
+	*pod.PodSpec = *workload.PodSpec.DeepCopy()
+	before := state(pod)
+	in := freshInput()
+	in.Requester = trusted
 	res, err := chain.Apply(pod, in)
 	if err != nil {
 		t.Fatalf("Apply to the pod: %v", err)
@@ -131,8 +164,8 @@ func TestChainApplyPodFromInjectedTemplate(t *testing.T) {
 	if len(res.Changed) != 0 {
 		t.Errorf("Changed = %v, want none", res.Changed)
 	}
-	if diff := cmp.Diff(before, metas(pod)); diff != "" {
-		t.Errorf("pod metadata (-want +got):\n%s", diff)
+	if diff := cmp.Diff(before, state(pod)); diff != "" {
+		t.Errorf("pod (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(tpl.Annotations, pod.Object.Annotations); diff != "" {
 		t.Errorf("pod annotations differ from the template's (-template +pod):\n%s", diff)
@@ -144,17 +177,18 @@ func TestChainApplyForgedRecord(t *testing.T) {
 	forged := Record{Mutators: []string{OwnerMetadataName}, Settings: "000000000000"}.String()
 	tg := newTarget("Pod", builders.Options{Annotations: map[string]string{annotations.Injected: forged}})
 	in := freshInput()
-	res, err := Chain(allMutators).Apply(tg, in)
+	chain := Chain(allMutators)
+	res, err := chain.Apply(tg, in)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if diff := cmp.Diff([]string{OwnerMetadataName}, res.Changed); diff != "" {
+	if diff := cmp.Diff(chain.Names(), res.Changed); diff != "" {
 		t.Errorf("Changed (-want +got):\n%s", diff)
 	}
 	if got := tg.Object.Labels[annotations.OwnerLabel]; got != aliceLabel {
 		t.Errorf("owner label = %q, want %q", got, aliceLabel)
 	}
-	want := Record{Mutators: []string{OwnerMetadataName}, Settings: in.Settings.Hash()}.String()
+	want := Record{Mutators: chain.Names(), Settings: in.Settings.Hash(), Owns: freshOwns}.String()
 	if got := tg.Object.Annotations[annotations.Injected]; got != want {
 		t.Errorf("record = %s, want %s", got, want)
 	}

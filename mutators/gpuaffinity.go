@@ -163,14 +163,14 @@ func requireOnNodes(spec *corev1.PodSpec, reqs []corev1.NodeSelectorRequirement)
 		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
 	}
 	sel := na.RequiredDuringSchedulingIgnoredDuringExecution
-	changed := false
-	if len(sel.NodeSelectorTerms) == 0 {
+	created := len(sel.NodeSelectorTerms) == 0
+	if created {
 		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
-		changed = true
 	}
+	changed := created
 	for i := range sel.NodeSelectorTerms {
 		term := &sel.NodeSelectorTerms[i]
-		if !changed && len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		if !created && len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
 			// An empty term the pod came with matches no node; keep it so.
 			continue
 		}

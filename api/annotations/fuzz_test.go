@@ -1,8 +1,15 @@
 package annotations
 
 import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -21,7 +28,14 @@ func FuzzParse(f *testing.F) {
 			m[Inject] = inject
 		}
 		p := field.NewPath("spec", "template", "metadata", "annotations")
-		s, errs := Parse(Source{Path: field.NewPath("metadata", "annotations")}, Source{Path: p, Annotations: m})
+		s, all := Parse(Source{Path: field.NewPath("metadata", "annotations")}, Source{Path: p, Annotations: m})
+		// key may be a setting key with a bad value: only Inject is checked here.
+		var errs field.ErrorList
+		for _, e := range all {
+			if e.Field == p.Key(Inject).String() {
+				errs = append(errs, e)
+			}
+		}
 
 		v, present := m[Inject]
 		valid := !present || v == "true" || v == "false"
@@ -39,4 +53,215 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) choice = %v, want %v", m, s.Choice, want)
 		}
 	})
+}
+
+// FuzzParseModelURI checks that any string either fails cleanly or parses
+// into a URI that keeps the input, has a supported scheme and parses again
+// to the same thing.
+func FuzzParseModelURI(f *testing.F) {
+	for _, s := range []string{
+		"s3://models/llama-3-8b",
+		"hf://meta-llama/Llama-3.1-8B-Instruct@5206a32e0bd3067aef1ce90f5528ade7d866253f",
+		"oci://ghcr.io/org/model:v1",
+		"oci://localhost:5000/model:v1@" + ociDigest,
+		"pvc://models/llama",
+		"https://huggingface.co/x/resolve/main/model.safetensors",
+		"https://user:pass@host/x?sig=1",
+		"https://[::1]:8443/m%2e%2e/x",
+		"gs://b/p",
+		"junk",
+		"",
+		"ftp://",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = redactURI(s)
+		u, err := ParseModelURI(s)
+		if err != nil {
+			if u != (ModelURI{}) {
+				t.Fatalf("ParseModelURI(%q) returned %+v with error %v", s, u, err)
+			}
+			return
+		}
+		if u.Raw != s {
+			t.Fatalf("ParseModelURI(%q).Raw = %q", s, u.Raw)
+		}
+		if !slices.Contains(Schemes, u.Scheme) || !strings.HasPrefix(s, string(u.Scheme)+"://") {
+			t.Fatalf("ParseModelURI(%q).Scheme = %q", s, u.Scheme)
+		}
+		if strings.HasPrefix(u.Path, "/") || slices.Contains(strings.Split(u.Path, "/"), "..") {
+			t.Fatalf("ParseModelURI(%q).Path = %q, want a relative path without \"..\"", s, u.Path)
+		}
+		if u.Pinned() != (isCommitHash(u.Revision) || u.Digest != "") {
+			t.Fatalf("ParseModelURI(%q).Pinned() = %v for %+v", s, u.Pinned(), u)
+		}
+		again, err := ParseModelURI(u.Raw)
+		if err != nil || again != u {
+			t.Fatalf("ParseModelURI(%q) again = %+v, %v; want %+v", s, again, err, u)
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back ModelURI
+		if err := json.Unmarshal(b, &back); err != nil || back != u {
+			t.Fatalf("ModelURI %+v does not round-trip through JSON: %+v, %v", u, back, err)
+		}
+	})
+}
+
+// FuzzParseQuantityAndInts checks the numeric parsers' bounds.
+func FuzzParseQuantityAndInts(f *testing.F) {
+	for _, s := range []string{"16Gi", "500M", "1e9", "0", "-1", "+1", "007", "64", "65", "65535", "99999999999999999999", "1.5", " 2", "0x10", ""} {
+		f.Add(s, int64(64))
+	}
+	f.Add("1", int64(0))
+	f.Add("9223372036854775807", int64(9223372036854775807))
+	f.Fuzz(func(t *testing.T, s string, maxValue int64) {
+		if q, err := ParseQuantity(s); err == nil {
+			if q.Sign() <= 0 {
+				t.Fatalf("ParseQuantity(%q) = %s, not positive", s, q.String())
+			}
+			if back, err := resource.ParseQuantity(q.String()); err != nil || back.Cmp(q) != 0 {
+				t.Fatalf("ParseQuantity(%q) = %s, which parses back to %s, %v", s, q.String(), back.String(), err)
+			}
+		}
+		for _, bound := range []int64{maxValue, MaxGPUs, MaxGPUMemoryMiB, MaxWarmupTimeoutSeconds} {
+			n, err := ParsePositiveInt(s, bound)
+			if err != nil {
+				continue
+			}
+			if n < 1 || n > bound {
+				t.Fatalf("ParsePositiveInt(%q, %d) = %d, out of range", s, bound, n)
+			}
+			if strconv.FormatInt(n, 10) != strings.TrimLeft(s, "0") {
+				t.Fatalf("ParsePositiveInt(%q, %d) = %d, which is not what s says", s, bound, n)
+			}
+		}
+		if p, err := ParsePort(s); err == nil && (p < 1 || p > 65535) {
+			t.Fatalf("ParsePort(%q) = %d, out of range", s, p)
+		}
+	})
+}
+
+// FuzzParseProducts checks that accepted products are usable as node label
+// values.
+func FuzzParseProducts(f *testing.F) {
+	for _, s := range []string{"NVIDIA-H100-80GB-HBM3", " H100 , A100,H100", "H100,,A100", ",", "", "NVIDIA H100", "a.b_c-d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		products, err := ParseProducts(s)
+		if err != nil {
+			if products != nil {
+				t.Fatalf("ParseProducts(%q) = %q with error %v", s, products, err)
+			}
+			return
+		}
+		if len(products) == 0 {
+			t.Fatalf("ParseProducts(%q) accepted no products", s)
+		}
+		for i, p := range products {
+			if p == "" || len(validation.IsValidLabelValue(p)) > 0 {
+				t.Fatalf("ParseProducts(%q) accepted %q, not a label value", s, p)
+			}
+			if slices.Contains(products[:i], p) {
+				t.Fatalf("ParseProducts(%q) = %q, with a duplicate", s, products)
+			}
+		}
+		if again, err := ParseProducts(strings.Join(products, ",")); err != nil || !slices.Equal(again, products) {
+			t.Fatalf("ParseProducts(%q) = %q, which parses back to %q, %v", s, products, again, err)
+		}
+	})
+}
+
+// fuzzKeys are the keys FuzzParser picks from.
+var fuzzKeys = append(slices.Clone(SettingKeys), Inject)
+
+// fuzzSeed encodes annotations for FuzzParser: a key index per value (the
+// high bit puts it on the pod template), and the values joined by NUL.
+func fuzzSeed(object, template map[string]string) (keys []byte, joined string) {
+	var values []string
+	for bit, m := range []map[string]string{object, template} {
+		for i, k := range fuzzKeys {
+			if v, ok := m[k]; ok {
+				keys = append(keys, byte(i|bit<<7))
+				values = append(values, v)
+			}
+		}
+	}
+	return keys, strings.Join(values, "\x00")
+}
+
+// FuzzParser feeds random settings on an object and its template through a
+// Parser with profiles: it never panics, errors name the annotations, and
+// settings parsed without errors are consistent and round-trip through JSON.
+func FuzzParser(f *testing.F) {
+	for _, seed := range [][2]map[string]string{
+		{nil, map[string]string{Inject: "true", Model: "s3://models/llama", GPU: "1", Engine: "vllm"}},
+		{map[string]string{Profile: "a100"}, map[string]string{GPU: "4", ModelSize: "16Gi"}},
+		{map[string]string{Model: "pvc://models/llama"}, map[string]string{ModelCache: "pvc:cache", Profile: "defaults-only"}},
+		{nil, map[string]string{Engine: "custom", Port: "8080", HealthPath: "/health", WarmupTimeout: "600"}},
+		{map[string]string{GPUProduct: "H100,A100", GPUMemory: "81920"}, map[string]string{Container: "server"}},
+		{nil, map[string]string{Model: "hf://org/repo@" + hfCommit, ModelMount: "/mnt/m", ModelCredentials: "hf"}},
+		{map[string]string{Model: "ftp://x"}, map[string]string{GPU: "0", Profile: "nope"}},
+	} {
+		keys, joined := fuzzSeed(seed[0], seed[1])
+		f.Add(keys, joined)
+	}
+	parser := Parser{Profiles: testProfiles}
+	f.Fuzz(func(t *testing.T, keys []byte, joined string) {
+		values := strings.Split(joined, "\x00")
+		object, template := map[string]string{}, map[string]string{}
+		for i, b := range keys {
+			m := object
+			if b&0x80 != 0 {
+				m = template
+			}
+			m[fuzzKeys[int(b&0x7f)%len(fuzzKeys)]] = values[i%len(values)]
+		}
+		s, errs := parser.Parse(workload(object, template)...)
+		for _, e := range errs {
+			if !strings.HasPrefix(e.Field, objectAnnotations.String()+"[") && !strings.HasPrefix(e.Field, templateAnnotations.String()+"[") {
+				t.Fatalf("error %v is not on an annotation", e)
+			}
+		}
+		if len(errs) > 0 {
+			return
+		}
+		checkSettings(t, s)
+	})
+}
+
+// checkSettings checks the invariants of settings parsed without errors.
+func checkSettings(t *testing.T, s Settings) {
+	t.Helper()
+	if s.Model != nil && (!slices.Contains(Schemes, s.Model.URI.Scheme) || s.Model.MountPath == "" || s.Model.Cache.Medium == "") {
+		t.Fatalf("incomplete model settings: %+v", s.Model)
+	}
+	if s.GPU.Count == 0 && (s.GPU.Products != nil || s.GPU.MinMemoryMiB != 0) {
+		t.Fatalf("GPU settings without GPUs: %+v", s.GPU)
+	}
+	if s.Serving.Engine == "" && (s.Serving.Port != 0 || s.Serving.HealthPath != "") {
+		t.Fatalf("serving settings without an engine: %+v", s.Serving)
+	}
+	if s.Serving.Engine == EngineCustom && (s.Serving.Port == 0 || s.Serving.HealthPath == "") {
+		t.Fatalf("custom engine without a port and health path: %+v", s.Serving)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatalf("json.Marshal(%+v): %v", s, err)
+	}
+	var back Settings
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("json.Unmarshal(%s): %v", b, err)
+	}
+	back.Choice = s.Choice
+	if diff := cmp.Diff(s, back, quantityEqual); diff != "" {
+		t.Fatalf("settings do not round-trip through JSON %s (-parsed +decoded):\n%s", b, diff)
+	}
+	if back.Hash() != s.Hash() {
+		t.Fatalf("hash changed through JSON: %q vs %q", s.Hash(), back.Hash())
+	}
 }

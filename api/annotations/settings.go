@@ -35,27 +35,6 @@ type Source struct {
 	Annotations map[string]string
 }
 
-// Parse reads every modelgate annotation from the given sources (the object's
-// own metadata first, then its templates) and returns the typed settings,
-// with every problem found listed at once.
-func Parse(sources ...Source) (Settings, field.ErrorList) {
-	var (
-		s       Settings
-		errs    field.ErrorList
-		choices = make([]Choice, 0, len(sources))
-	)
-	for _, src := range sources {
-		c, err := ParseInject(src.Annotations, src.Path)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		choices = append(choices, c)
-	}
-	s.Choice = Combine(choices...)
-	return s, errs
-}
-
 // Hash returns a short, stable digest of the settings, used in the Injected
 // record to tell whether an object was injected with the same settings.
 func (s Settings) Hash() string {

@@ -29,7 +29,7 @@ type ModelURI struct {
 	// registry[:port]; empty for hf and pvc.
 	Host string `json:"host,omitempty"`
 	// Path is the s3/gs object prefix, the https path, the hf "org/repo",
-	// the oci repository, or the pvc sub path (without leading slash).
+	// the oci repository, or the pvc sub path; never with a leading slash.
 	Path string `json:"path,omitempty"`
 	// Claim is the pvc claim name.
 	Claim string `json:"claim,omitempty"`
@@ -77,7 +77,9 @@ const DefaultModelMount = "/models"
 type ModelSettings struct {
 	URI       ModelURI `json:"uri"`
 	MountPath string   `json:"mountPath"`
-	Cache     Cache    `json:"cache"`
+	// Cache defaults to disk; a pvc:// model is mounted directly and
+	// ignores it.
+	Cache Cache `json:"cache"`
 	// Size is nil when not given.
 	Size *resource.Quantity `json:"size,omitempty"`
 	// Credentials is a Secret name, empty for none.

@@ -44,7 +44,11 @@ func impersonating(name string, groups ...string) client.Client {
 
 // reviewCount is how many mutating reviews modelgate has answered for a
 // kind, whatever the outcome: it proves whether the API server called it.
-func reviewCount(kind string) float64 {
+func reviewCount(kind string) float64 { return outcomeCount(kind, "") }
+
+// outcomeCount is how many mutating reviews of a kind ended with the
+// outcome ("" for any).
+func outcomeCount(kind, outcome string) float64 {
 	families, err := crmetrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())
 	total := 0.0
@@ -53,10 +57,17 @@ func reviewCount(kind string) float64 {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			kindOK, outcomeOK := false, outcome == ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					total += m.GetCounter().GetValue()
+				switch l.GetName() {
+				case "kind":
+					kindOK = l.GetValue() == kind
+				case "outcome":
+					outcomeOK = outcomeOK || l.GetValue() == outcome
 				}
+			}
+			if kindOK && outcomeOK {
+				total += m.GetCounter().GetValue()
 			}
 		}
 	}

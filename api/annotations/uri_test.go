@@ -1,0 +1,224 @@
+package annotations
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	hfCommit  = "5206a32e0bd3067aef1ce90f5528ade7d866253f"
+	ociDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+func TestParseModelURI(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want ModelURI
+	}{
+		"s3 bucket only":      {in: "s3://models", want: ModelURI{Scheme: SchemeS3, Host: "models"}},
+		"s3 bucket and slash": {in: "s3://models/", want: ModelURI{Scheme: SchemeS3, Host: "models"}},
+		"s3 path":             {in: "s3://models/llama-3-8b", want: ModelURI{Scheme: SchemeS3, Host: "models", Path: "llama-3-8b"}},
+		"s3 prefix keeps trailing slash": {
+			in:   "s3://models/llama/v1/",
+			want: ModelURI{Scheme: SchemeS3, Host: "models", Path: "llama/v1/"},
+		},
+		"gs dotted bucket": {
+			in:   "gs://my_bucket.data/path/to/model",
+			want: ModelURI{Scheme: SchemeGS, Host: "my_bucket.data", Path: "path/to/model"},
+		},
+		"hf without revision": {
+			in:   "hf://meta-llama/Llama-3.1-8B-Instruct",
+			want: ModelURI{Scheme: SchemeHF, Path: "meta-llama/Llama-3.1-8B-Instruct"},
+		},
+		"hf commit": {
+			in:   "hf://meta-llama/Llama-3.1-8B-Instruct@" + hfCommit,
+			want: ModelURI{Scheme: SchemeHF, Path: "meta-llama/Llama-3.1-8B-Instruct", Revision: hfCommit},
+		},
+		"hf branch with slash": {
+			in:   "hf://org/repo@refs/pr/1",
+			want: ModelURI{Scheme: SchemeHF, Path: "org/repo", Revision: "refs/pr/1"},
+		},
+		"pvc claim only": {in: "pvc://models", want: ModelURI{Scheme: SchemePVC, Claim: "models"}},
+		"pvc sub path":   {in: "pvc://models/llama", want: ModelURI{Scheme: SchemePVC, Claim: "models", Path: "llama"}},
+		"pvc sub path trailing slash": {
+			in:   "pvc://shared.models/a/b/",
+			want: ModelURI{Scheme: SchemePVC, Claim: "shared.models", Path: "a/b"},
+		},
+		"https file": {
+			in:   "https://huggingface.co/x/resolve/main/model.safetensors",
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "huggingface.co", Path: "x/resolve/main/model.safetensors"},
+		},
+		"https port and signed query": {
+			in:   "https://minio.local:9000/models/m.gguf?X-Amz-Signature=abc&X-Amz-Expires=60",
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "minio.local:9000", Path: "models/m.gguf"},
+		},
+		"https ipv6": {in: "https://[::1]:8443/m", want: ModelURI{Scheme: SchemeHTTPS, Host: "[::1]:8443", Path: "m"}},
+		"https escaped path": {
+			in:   "https://example.com/a%20b/model.bin",
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "example.com", Path: "a b/model.bin"},
+		},
+		"oci tag": {
+			in:   "oci://ghcr.io/org/model:v1",
+			want: ModelURI{Scheme: SchemeOCI, Host: "ghcr.io", Path: "org/model", Tag: "v1"},
+		},
+		"oci digest with port": {
+			in:   "oci://localhost:5000/model@" + ociDigest,
+			want: ModelURI{Scheme: SchemeOCI, Host: "localhost:5000", Path: "model", Digest: ociDigest},
+		},
+		"oci tag and digest": {
+			in:   "oci://registry.svc.cluster.local/a/b__c/d-e:1.0@" + ociDigest,
+			want: ModelURI{Scheme: SchemeOCI, Host: "registry.svc.cluster.local", Path: "a/b__c/d-e", Tag: "1.0", Digest: ociDigest},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseModelURI(tc.in)
+			if err != nil {
+				t.Fatalf("ParseModelURI(%q) error: %v", tc.in, err)
+			}
+			tc.want.Raw = tc.in
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ParseModelURI(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func TestParseModelURIErrors(t *testing.T) {
+	const bucketRule = "must be 3 to 63 characters of a-z, 0-9, '.', '-' and '_', starting and ending with a letter or digit"
+	cases := map[string]struct {
+		in      string
+		wantErr string
+		// prefix compares only the start of the message, for the messages
+		// that end with apimachinery's own wording.
+		prefix bool
+	}{
+		"empty":      {in: "", wantErr: "must not be empty"},
+		"no scheme":  {in: "models/llama", wantErr: "must be a URI like s3://bucket/path (supported schemes: s3, gs, hf, pvc, https, oci)"},
+		"ftp":        {in: "ftp://host/model", wantErr: `unsupported scheme "ftp" (supported: s3, gs, hf, pvc, https, oci)`},
+		"http":       {in: "http://host/model", wantErr: `unsupported scheme "http" (supported: s3, gs, hf, pvc, https, oci)`},
+		"upper case": {in: "S3://models/x", wantErr: `unsupported scheme "S3" (supported: s3, gs, hf, pvc, https, oci)`},
+		"space":      {in: "s3://models/a b", wantErr: "must not contain spaces, control or non-ASCII characters (percent-encode them)"},
+		"non-ascii":  {in: "s3://models/modèle", wantErr: "must not contain spaces, control or non-ASCII characters (percent-encode them)"},
+
+		"s3 no bucket":       {in: "s3://", wantErr: "must name a bucket: s3://bucket/path"},
+		"gs no bucket":       {in: "gs:///path", wantErr: "must name a bucket: gs://bucket/path"},
+		"s3 upper bucket":    {in: "s3://Models/x", wantErr: `bucket "Models" ` + bucketRule},
+		"gs short bucket":    {in: "gs://b/p", wantErr: `bucket "b" ` + bucketRule},
+		"s3 long bucket":     {in: "s3://" + strings.Repeat("a", 64), wantErr: `bucket "` + strings.Repeat("a", 64) + `" ` + bucketRule},
+		"s3 dot dot":         {in: "s3://models/../x", wantErr: `path "../x" must not contain ".." segments`},
+		"gs dot":             {in: "gs://models/a/./b", wantErr: `path "a/./b" must not contain "." segments`},
+		"s3 double slash":    {in: "s3://models//x", wantErr: `path "/x" must be relative, without empty segments ("//")`},
+		"hf one segment":     {in: "hf://llama", wantErr: "must be hf://org/repo or hf://org/repo@revision"},
+		"hf three segments":  {in: "hf://org/repo/file", wantErr: "must be hf://org/repo or hf://org/repo@revision"},
+		"hf empty org":       {in: "hf:///repo", wantErr: "must be hf://org/repo or hf://org/repo@revision"},
+		"hf leading dash":    {in: "hf://-org/repo", wantErr: `hf name "-org" must be at most 96 letters, digits, '.', '_' and '-', not starting or ending with '.' or '-' and without ".."`},
+		"hf trailing dot":    {in: "hf://org/repo.", wantErr: `hf name "repo."`, prefix: true},
+		"hf dot dot":         {in: "hf://org/re..po", wantErr: `hf name "re..po"`, prefix: true},
+		"hf empty revision":  {in: "hf://org/repo@", wantErr: "hf revision after '@' must not be empty"},
+		"hf revision dots":   {in: "hf://org/repo@a..b", wantErr: `hf revision "a..b" must be a branch, tag or commit: at most 255 letters, digits, '.', '_', '-' and '/', without ".." or empty path segments`},
+		"hf revision slash":  {in: "hf://org/repo@/main", wantErr: `hf revision "/main"`, prefix: true},
+		"hf two revisions":   {in: "hf://org/repo@a@b", wantErr: `hf revision "a@b"`, prefix: true},
+		"pvc no claim":       {in: "pvc://", wantErr: "must name a claim: pvc://claim[/sub/path]"},
+		"pvc bad claim":      {in: "pvc://Models/x", wantErr: `claim "Models" is not a valid PersistentVolumeClaim name: `, prefix: true},
+		"pvc dot dot":        {in: "pvc://models/../etc", wantErr: `path "../etc" must not contain ".." segments`},
+		"pvc absolute":       {in: "pvc://models//etc", wantErr: `path "/etc" must be relative, without empty segments ("//")`},
+		"https credentials":  {in: "https://user:pass@host/x", wantErr: "must not contain credentials (user:password@); put them in a Secret and name it in modelgate.io/model-credentials"},
+		"https token user":   {in: "https://token@host/x", wantErr: "must not contain credentials (user:password@); put them in a Secret and name it in modelgate.io/model-credentials"},
+		"https no path":      {in: "https://host", wantErr: "must name a model file or folder: https://host/path/model.safetensors"},
+		"https root path":    {in: "https://host/", wantErr: "must name a model file or folder: https://host/path/model.safetensors"},
+		"https no host":      {in: "https:///x", wantErr: "must name a host: https://host/path"},
+		"https bad port":     {in: "https://host:99999/x", wantErr: `port "99999" must be a number from 1 to 65535`},
+		"https non-num port": {in: "https://host:abc/x", wantErr: `is not a valid https URL: invalid port ":abc" after host`},
+		"https bad host":     {in: "https://ho_st/x", wantErr: `host "ho_st" must be a DNS name or an IP address`},
+		"https fragment":     {in: "https://host/x#frag", wantErr: "must not have a #fragment"},
+		"https dot dot":      {in: "https://host/a/%2e%2e/b", wantErr: `path "a/../b" must not contain ".." segments`},
+		"oci no reference":   {in: "oci://ghcr.io/org/model", wantErr: "must name a tag or a digest so the model is reproducible (for example oci://ghcr.io/org/model:v1 or oci://ghcr.io/org/model@sha256:<64 hex digits>)"},
+		"oci port no tag":    {in: "oci://localhost:5000/model", wantErr: "must name a tag or a digest", prefix: true},
+		"oci upper repo":     {in: "oci://ghcr.io/Org/Model:v1", wantErr: `repository "Org/Model" must be lower-case path components of a-z and 0-9 joined by '.', '_', '__' or '-', separated by '/' (for example org/model)`},
+		"oci short digest":   {in: "oci://ghcr.io/org/model@sha256:abc", wantErr: `digest "sha256:abc" must be sha256: followed by 64 lower-case hex digits`},
+		"oci sha512":         {in: "oci://ghcr.io/org/model@sha512:abc", wantErr: `digest "sha512:abc"`, prefix: true},
+		"oci bad tag":        {in: "oci://ghcr.io/org/model:-v1", wantErr: `tag "-v1" must be 1 to 128 letters, digits, '_', '.' and '-', not starting with '.' or '-'`},
+		"oci empty tag":      {in: "oci://ghcr.io/org/model:", wantErr: `tag ""`, prefix: true},
+		"oci credentials":    {in: "oci://user:pw@ghcr.io/org/m:v1", wantErr: "must not contain credentials", prefix: true},
+		"oci short registry": {in: "oci://org/model:v1", wantErr: `registry "org" must be a host name with a dot or a port, or localhost (for example oci://ghcr.io/org/model:v1)`},
+		"oci no repository":  {in: "oci://ghcr.io", wantErr: "must name a repository: oci://registry/repo:tag"},
+		"oci empty repo":     {in: "oci://ghcr.io/", wantErr: "must name a repository: oci://registry/repo:tag"},
+		"oci no registry":    {in: "oci:///org/m:v1", wantErr: "must name a registry: oci://registry/repo:tag"},
+		"oci zero port":      {in: "oci://ghcr.io:0/org/m:v1", wantErr: `port "0" must be a number from 1 to 65535`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseModelURI(tc.in)
+			if err == nil {
+				t.Fatalf("ParseModelURI(%q) = %+v, want an error", tc.in, got)
+			}
+			if got != (ModelURI{}) {
+				t.Errorf("ParseModelURI(%q) returned %+v with its error, want the zero ModelURI", tc.in, got)
+			}
+			msg := err.Error()
+			if tc.prefix {
+				if !strings.HasPrefix(msg, tc.wantErr) {
+					t.Errorf("error = %q, want it to start with %q", msg, tc.wantErr)
+				}
+				return
+			}
+			if msg != tc.wantErr {
+				t.Errorf("error = %q, want %q", msg, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestModelURIPinned(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		want bool
+	}{
+		"hf commit":          {in: "hf://org/repo@" + hfCommit, want: true},
+		"hf branch":          {in: "hf://org/repo@main", want: false},
+		"hf upper-case hash": {in: "hf://org/repo@" + strings.ToUpper(hfCommit), want: false},
+		"hf short hash":      {in: "hf://org/repo@5206a32", want: false},
+		"hf no revision":     {in: "hf://org/repo", want: false},
+		"oci digest":         {in: "oci://ghcr.io/org/model@" + ociDigest, want: true},
+		"oci tag and digest": {in: "oci://ghcr.io/org/model:v1@" + ociDigest, want: true},
+		"oci tag":            {in: "oci://ghcr.io/org/model:v1", want: false},
+		"s3":                 {in: "s3://models/llama", want: false},
+		"pvc":                {in: "pvc://models/llama", want: false},
+		"https":              {in: "https://host/model.bin", want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u, err := ParseModelURI(tc.in)
+			if err != nil {
+				t.Fatalf("ParseModelURI(%q) error: %v", tc.in, err)
+			}
+			if got := u.Pinned(); got != tc.want {
+				t.Errorf("Pinned() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRedactURI(t *testing.T) {
+	cases := map[string]struct {
+		in, want string
+	}{
+		"https user and password": {in: "https://user:pass@host/x", want: "https://redacted@host/x"},
+		"https token, no path":    {in: "https://tok@host", want: "https://redacted@host"},
+		"oci":                     {in: "oci://u:p@ghcr.io/org/m:v1", want: "oci://redacted@ghcr.io/org/m:v1"},
+		"at sign in the path":     {in: "oci://ghcr.io/org/m@sha256:ab", want: "oci://ghcr.io/org/m@sha256:ab"},
+		"hf revision":             {in: "hf://org@main", want: "hf://org@main"},
+		"no scheme":               {in: "user:pass@host", want: "user:pass@host"},
+		"nothing to hide":         {in: "s3://models/x", want: "s3://models/x"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := redactURI(tc.in); got != tc.want {
+				t.Errorf("redactURI(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}

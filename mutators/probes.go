@@ -1,0 +1,242 @@
+package mutators
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// ServingProbesName is the ServingProbes mutator's stable name.
+const ServingProbesName = "serving-probes"
+
+// DefaultProbePeriodSeconds is the probes' period when ProbeOptions leaves
+// it zero.
+const DefaultProbePeriodSeconds int32 = 5
+
+// Fixed probe settings.
+const (
+	// readinessFailureThreshold: a serving pod leaves its Service after
+	// three failed checks in a row.
+	readinessFailureThreshold int32 = 3
+	// probeTimeoutSeconds leaves a busy engine a little more than the
+	// kubelet's default second to answer.
+	probeTimeoutSeconds int32 = 2
+)
+
+// DefaultProbePresets are the serving port and readiness path of each
+// engine's stock server, as its own image starts it.
+func DefaultProbePresets() map[annotations.EngineName]ProbePreset {
+	return map[annotations.EngineName]ProbePreset{
+		// vLLM's OpenAI-compatible server (vllm serve): port defaults to 8000
+		// (FrontendArgs.port in vllm/entrypoints/openai/cli_args.py); GET
+		// /health answers 200 once the engine runs and 503 when it is dead
+		// (vllm/entrypoints/serve/instrumentator/health.py). See
+		// https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html.
+		annotations.EngineVLLM: {Port: 8000, Path: "/health"},
+		// SGLang (python -m sglang.launch_server): port defaults to 30000
+		// (ServerArgs.port in python/sglang/srt/server_args.py); GET /health
+		// is one of its native APIs (python/sglang/srt/entrypoints/http_server.py,
+		// https://docs.sglang.ai/basic_usage/native_api.html). Its host
+		// defaults to 127.0.0.1, which the kubelet cannot reach: the server
+		// must be started with --host 0.0.0.0.
+		annotations.EngineSGLang: {Port: 30000, Path: "/health"},
+		// Text Generation Inference: the launcher's --port defaults to 3000
+		// but reads the PORT variable, and the official image
+		// (ghcr.io/huggingface/text-generation-inference) sets PORT=80 in its
+		// Dockerfile; its docs run it as "docker run -p 8080:80". Pods run
+		// that image, so 80; a launcher started outside it (a custom image
+		// without PORT) listens on 3000 and needs modelgate.io/port: "3000".
+		// GET /health: "Health check method", 200 when working, 503 when down
+		// (docs/openapi.json in huggingface/text-generation-inference).
+		annotations.EngineTGI: {Port: 80, Path: "/health"},
+		// Triton Inference Server: HTTP on 8000 (gRPC 8001, metrics 8002);
+		// GET /v2/health/ready answers 200 when the server and its models are
+		// ready (KServe v2 protocol; docs/getting_started/quickstart.md in
+		// triton-inference-server/server: "curl -v localhost:8000/v2/health/ready").
+		annotations.EngineTriton: {Port: 8000, Path: "/v2/health/ready"},
+	}
+}
+
+// ServingProbes gives the serving container of a model server probes that
+// know how long a model takes to load, when modelgate.io/engine names the
+// engine:
+//
+//   - a readiness probe: HTTP GET of the health path on the serving port
+//     every PeriodSeconds (default 5), failing after 3 misses;
+//   - a startup probe on the same endpoint whose budget, failureThreshold
+//     times the period, covers modelgate.io/warmup-timeout (rounded up), so
+//     the kubelet does not kill a server still loading its weights;
+//   - the serving port in the container's ports, named "http" (or
+//     "serving" when "http" names another port), unless a port with that
+//     number is declared already.
+//
+// The port and path come from modelgate.io/port and modelgate.io/health-path,
+// else from the engine's preset in ProbeOptions; the custom engine has no
+// preset, and its settings always carry both.
+//
+// A probe or port the container already has is the user's and is kept:
+// modelgate adds only what is missing. What it added itself it records in
+// the Injected record (Target.Own) and updates on a later pass, so changing
+// modelgate.io/port or the warm-up timeout of an injected workload moves the
+// probes along. A workload that names no engine (a training Job, say) gets
+// nothing.
+type ServingProbes struct{}
+
+var _ Mutator = ServingProbes{}
+
+// Name implements Mutator.
+func (ServingProbes) Name() string { return ServingProbesName }
+
+// Mutate implements Mutator.
+func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
+	s := in.Settings.Serving
+	if s.Engine == "" || in.Container == NoContainer {
+		return false, nil
+	}
+	if in.Options == nil {
+		return false, errNoOptions
+	}
+	c, err := servingContainer(t, in)
+	if err != nil {
+		return false, err
+	}
+	port, path, err := servingEndpoint(s, in.Options.Probes)
+	if err != nil {
+		return false, err
+	}
+	period := in.Options.Probes.PeriodSeconds
+	if period <= 0 {
+		period = DefaultProbePeriodSeconds
+	}
+	warmup := s.WarmupTimeoutSeconds
+	if warmup <= 0 {
+		warmup = annotations.DefaultWarmupTimeoutSeconds
+	}
+
+	changed := setProbe(t, in, &c.ReadinessProbe, "readinessProbe/"+c.Name,
+		httpProbe(path, port, period, readinessFailureThreshold))
+	changed = setProbe(t, in, &c.StartupProbe, "startupProbe/"+c.Name,
+		httpProbe(path, port, period, startupThreshold(warmup, period))) || changed
+	changed = declarePort(t, in, c, port) || changed
+	return changed, nil
+}
+
+var errNoEndpoint = errors.New("no serving port or health path")
+
+// servingEndpoint is the port and path the probes check: the settings',
+// else the engine preset's.
+func servingEndpoint(s annotations.ServingSettings, o ProbeOptions) (int32, string, error) {
+	preset := o.Presets[s.Engine]
+	port, path := s.Port, s.HealthPath
+	if port == 0 {
+		port = preset.Port
+	}
+	if path == "" {
+		path = preset.Path
+	}
+	if port <= 0 || path == "" {
+		return 0, "", fmt.Errorf("%w for engine %s (port %d, path %q): set %s and %s, or give the engine a preset",
+			errNoEndpoint, s.Engine, port, path, annotations.Port, annotations.HealthPath)
+	}
+	return port, path, nil
+}
+
+// startupThreshold is the number of periods that covers the warm-up
+// timeout, at least one.
+func startupThreshold(warmup, period int32) int32 {
+	n := (int64(warmup) + int64(period) - 1) / int64(period)
+	return int32(min(max(n, 1), math.MaxInt32))
+}
+
+// httpProbe builds a probe with every field the API server would default
+// spelled out, so the stored probe equals a freshly built one.
+func httpProbe(path string, port, period, failureThreshold int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromInt32(port), Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   probeTimeoutSeconds,
+		SuccessThreshold: 1,
+		FailureThreshold: failureThreshold,
+	}
+}
+
+// setProbe puts want in the slot when it is empty, or when the previous
+// pass's record says modelgate put the probe there (part). A probe the
+// user wrote is kept. It reports whether the slot changed.
+func setProbe(t *Target, in *Input, slot **corev1.Probe, part string, want *corev1.Probe) bool {
+	switch {
+	case *slot == nil:
+	case in.Previous.Owned(part):
+		if equality.Semantic.DeepEqual(*slot, want) {
+			t.Own(part)
+			return false
+		}
+	default:
+		return false
+	}
+	*slot = want
+	t.Own(part)
+	return true
+}
+
+// declarePort makes sure the container declares the TCP port. The port
+// entry modelgate added on an earlier pass follows a changed port, and goes
+// when the user declares the port themselves. It reports whether the ports
+// changed.
+func declarePort(t *Target, in *Input, c *corev1.Container, port int32) bool {
+	// A port is known by its number and name: a port the user declares
+	// later with modelgate's number is not mistaken for modelgate's.
+	part := func(p corev1.ContainerPort) string {
+		return fmt.Sprintf("containerPort/%s/%d/%s", c.Name, p.ContainerPort, p.Name)
+	}
+	ours := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return isTCP(p) && in.Previous.Owned(part(p))
+	})
+	declared := false
+	for i, p := range c.Ports {
+		if i != ours && isTCP(p) && p.ContainerPort == port {
+			declared = true
+		}
+	}
+	switch {
+	case declared && ours < 0:
+		return false
+	case declared:
+		c.Ports = slices.Delete(c.Ports, ours, ours+1)
+		return true
+	case ours >= 0:
+		p := &c.Ports[ours]
+		changed := p.ContainerPort != port
+		p.ContainerPort = port
+		t.Own(part(*p))
+		return changed
+	}
+	p := corev1.ContainerPort{Name: servingPortName(c.Ports), ContainerPort: port, Protocol: corev1.ProtocolTCP}
+	c.Ports = append(c.Ports, p)
+	t.Own(part(p))
+	return true
+}
+
+func isTCP(p corev1.ContainerPort) bool {
+	return p.Protocol == "" || p.Protocol == corev1.ProtocolTCP
+}
+
+// servingPortName is "http", or "serving" when another port is named
+// "http", or no name when both are taken (a port name is optional).
+func servingPortName(ports []corev1.ContainerPort) string {
+	for _, name := range []string{"http", "serving"} {
+		if !slices.ContainsFunc(ports, func(p corev1.ContainerPort) bool { return p.Name == name }) {
+			return name
+		}
+	}
+	return ""
+}
