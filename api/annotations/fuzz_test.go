@@ -113,15 +113,15 @@ func FuzzParseModelURI(f *testing.F) {
 
 // FuzzParseQuantityAndInts checks the numeric parsers' bounds.
 func FuzzParseQuantityAndInts(f *testing.F) {
-	for _, s := range []string{"16Gi", "500M", "1e9", "0", "-1", "+1", "007", "64", "65", "65535", "99999999999999999999", "1.5", " 2", "0x10", ""} {
+	for _, s := range []string{"16Gi", "500M", "1e9", "0", "-1", "+1", "007", "64", "65", "65535", "99999999999999999999", "1.5", " 2", "0x10", "", "1Pi", "10000000000000000000000", "92233720E6854755807", "1e-2147483647"} {
 		f.Add(s, int64(64))
 	}
 	f.Add("1", int64(0))
 	f.Add("9223372036854775807", int64(9223372036854775807))
 	f.Fuzz(func(t *testing.T, s string, maxValue int64) {
 		if q, err := ParseQuantity(s); err == nil {
-			if q.Sign() <= 0 {
-				t.Fatalf("ParseQuantity(%q) = %s, not positive", s, q.String())
+			if q.Cmp(minModelSize) < 0 || q.Cmp(maxModelSize) > 0 {
+				t.Fatalf("ParseQuantity(%q) = %s, out of range", s, q.String())
 			}
 			if back, err := resource.ParseQuantity(q.String()); err != nil || back.Cmp(q) != 0 {
 				t.Fatalf("ParseQuantity(%q) = %s, which parses back to %s, %v", s, q.String(), back.String(), err)

@@ -200,7 +200,7 @@ func TestParserParseErrors(t *testing.T) {
 		"a bad value that also lacks its prerequisite": {
 			sources: workload(nil, map[string]string{ModelSize: "lots"}),
 			want: field.ErrorList{
-				field.Invalid(tmpl(ModelSize), "lots", "must be a positive quantity such as 16Gi or 500M"),
+				field.Invalid(tmpl(ModelSize), "lots", "must be a size from 1 to 1Pi bytes, such as 16Gi or 500M"),
 				field.Invalid(tmpl(ModelSize), "lots", "requires modelgate.io/model"),
 			},
 		},

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -163,6 +165,9 @@ func parseHTTPSURI(s string) (ModelURI, error) {
 		return ModelURI{}, errors.New("must not have a #fragment")
 	}
 	p := strings.TrimPrefix(u.Path, "/")
+	if !utf8.ValidString(p) || strings.IndexFunc(p, unicode.IsControl) >= 0 {
+		return ModelURI{}, errors.New("path must not encode control characters or invalid UTF-8")
+	}
 	if p == "" {
 		return ModelURI{}, errors.New("must name a model file or folder: https://host/path/model.safetensors")
 	}

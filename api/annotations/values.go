@@ -47,14 +47,46 @@ func ParseCache(s string) (Cache, error) {
 	return Cache{Medium: CachePVC, Claim: claim}, nil
 }
 
-// ParseQuantity parses a modelgate.io/model-size value: a positive quantity
-// such as 16Gi.
+// MaxModelSize bounds modelgate.io/model-size. Far larger than any model,
+// it keeps sizes where resource.Quantity stays exact (past 2^63 it wraps).
+const MaxModelSize = "1Pi"
+
+var (
+	minModelSize = resource.MustParse("1")
+	maxModelSize = resource.MustParse(MaxModelSize)
+)
+
+// ParseQuantity parses a modelgate.io/model-size value: a quantity of bytes
+// such as 16Gi, from 1 to MaxModelSize.
 func ParseQuantity(s string) (resource.Quantity, error) {
+	errSize := errors.New("must be a size from 1 to " + MaxModelSize + " bytes, such as 16Gi or 500M")
+	if !plausibleQuantity(s) {
+		return resource.Quantity{}, errSize
+	}
 	q, err := resource.ParseQuantity(s)
-	if err != nil || q.Sign() <= 0 {
-		return resource.Quantity{}, errors.New("must be a positive quantity such as 16Gi or 500M")
+	if err != nil || q.Cmp(minModelSize) < 0 || q.Cmp(maxModelSize) > 0 {
+		return resource.Quantity{}, errSize
 	}
 	return q, nil
+}
+
+// plausibleQuantity rejects, before resource.ParseQuantity sees them, the
+// long numbers and far exponents no size needs: it can spend unbounded
+// time on some of them (kubernetes/kubernetes#131063).
+func plausibleQuantity(s string) bool {
+	if len(s) > 32 {
+		return false
+	}
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '+' && r != '-' })
+	if i < 0 {
+		return true
+	}
+	suffix := s[i:]
+	if suffix == "Ei" || len(suffix) < 2 || (suffix[0] != 'e' && suffix[0] != 'E') {
+		return true
+	}
+	exp, err := strconv.Atoi(suffix[1:])
+	return err == nil && exp >= -30 && exp <= 30
 }
 
 // ParsePositiveInt parses a decimal integer from 1 to maxValue, written as

@@ -121,23 +121,30 @@ func TestValueParsers(t *testing.T) {
 }
 
 func TestParseQuantity(t *testing.T) {
-	const rule = "must be a positive quantity such as 16Gi or 500M"
+	const rule = "must be a size from 1 to 1Pi bytes, such as 16Gi or 500M"
 	cases := map[string]struct {
 		in      string
 		want    string // as String() writes it
 		wantErr bool
 	}{
-		"binary":   {in: "16Gi", want: "16Gi"},
-		"decimal":  {in: "500M", want: "500M"},
-		"bytes":    {in: "1024", want: "1024"},
-		"exponent": {in: "1e9", want: "1e9"},
-		"zero":     {in: "0", wantErr: true},
-		"negative": {in: "-1Gi", wantErr: true},
-		"unit typo": {
-			in: "16GB", wantErr: true,
-		},
-		"empty": {in: "", wantErr: true},
-		"space": {in: "16 Gi", wantErr: true},
+		"binary":         {in: "16Gi", want: "16Gi"},
+		"decimal":        {in: "500M", want: "500M"},
+		"bytes":          {in: "1024", want: "1024"},
+		"exponent":       {in: "1e9", want: "1e9"},
+		"fraction":       {in: "1.5Gi", want: "1536Mi"},
+		"tiny":           {in: "1e-30", wantErr: true},
+		"far exponent":   {in: "92233720E6854755807", wantErr: true},
+		"int32 exponent": {in: "2E6024865272343", wantErr: true},
+		"long":           {in: "0000000000000000000000000000000001", wantErr: true},
+		"sub-byte":       {in: "500m", wantErr: true},
+		"zero":           {in: "0", wantErr: true},
+		"negative":       {in: "-1Gi", wantErr: true},
+		"max":            {in: "1Pi", want: "1Pi"},
+		"over max":       {in: "1025Ti", wantErr: true},
+		"overflow":       {in: "10000000000000000000000", wantErr: true},
+		"unit typo":      {in: "16GB", wantErr: true},
+		"empty":          {in: "", wantErr: true},
+		"space":          {in: "16 Gi", wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -68,11 +68,8 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 
 	parser := annotations.Parser{Profiles: in.Profiles}
 	for name, values := range in.Profiles {
-		pf := p.Child("profiles").Key(name)
-		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(pf, name, msgs[0]))
-		}
-		errs = append(errs, parser.ValidateProfile(name, values, pf)...)
+		// ValidateProfile checks the name and every value.
+		errs = append(errs, parser.ValidateProfile(name, values, p.Child("profiles").Key(name))...)
 	}
 	return errs
 }
