@@ -53,6 +53,9 @@ func (c Chain) Run(t *Target, in *Input) ([]string, error) {
 func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 	prev, _ := ParseRecord(t.Object.Annotations[annotations.Injected])
 	in.Previous = prev
+	// The record lists what this pass owns: parts an earlier pass over the
+	// same Target owned and this one removed are no longer modelgate's.
+	t.owns = nil
 	changed, err := c.Run(t, in)
 	if err != nil {
 		return Result{}, err

@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,15 +18,17 @@ import (
 // TestMutatorsIdempotent proves it converges.
 var allMutators = []Mutator{
 	OwnerMetadata{},
+	ModelLoader{},
 	GPUPlacement{},
 	ServingProbes{},
 }
 
-// freshSettings ask every mutator for something: GPUs of a product with a
-// minimum memory, and a vLLM server.
+// freshSettings ask every mutator for something: a sized Hugging Face
+// model, GPUs of a product with a minimum memory, and a vLLM server.
 func freshSettings() annotations.Settings {
 	return annotations.Settings{
-		GPU: annotations.GPUSettings{Count: 1, Products: []string{"NVIDIA-H100-80GB-HBM3"}, MinMemoryMiB: 40960},
+		Model: modelSettings("hf://org/repo", func(m *annotations.ModelSettings) { m.Size = quantity("10Gi") }),
+		GPU:   annotations.GPUSettings{Count: 1, Products: []string{"NVIDIA-H100-80GB-HBM3"}, MinMemoryMiB: 40960},
 		Serving: annotations.ServingSettings{
 			Engine: annotations.EngineVLLM, WarmupTimeoutSeconds: annotations.DefaultWarmupTimeoutSeconds,
 		},
@@ -34,7 +37,10 @@ func freshSettings() annotations.Settings {
 
 // freshOwns are the parts of the pod spec the mutators record as theirs
 // after a pass with freshInput.
-var freshOwns = []string{"containerPort/server/8000/http", "readinessProbe/server", "startupProbe/server"}
+var freshOwns = []string{
+	"containerPort/server/8000/http", "initContainer/model-loader", "readinessProbe/server", "startupProbe/server",
+	"volume/model-store",
+}
 
 // freshInput is a CREATE by an ordinary user in a namespace with a team,
 // with settings for every mutator: a request every mutator acts on.
@@ -68,6 +74,10 @@ func TestMutatorsIdempotent(t *testing.T) {
 					t.Fatal("first Mutate on a fresh target reported no change")
 				}
 				once := state(tg)
+				// The second pass reads back what the first owned, as
+				// Chain.Apply does from the Injected record: without it, a
+				// part modelgate created looks like the user's.
+				in.Previous = Record{Owns: slices.Clone(tg.owns)}
 				changed, err = m.Mutate(tg, in)
 				if err != nil {
 					t.Fatalf("second Mutate: %v", err)

@@ -75,6 +75,11 @@ func twoContainers(s *corev1.PodSpec) {
 // testOptions are the platform options the mutator tests run with.
 func testOptions() *Options {
 	return &Options{
+		Loader: LoaderOptions{
+			Image:     testLoaderImage,
+			Command:   []string{"/modelgate", "load"},
+			Resources: testLoaderResources(),
+		},
 		GPU:    DefaultGPUOptions(),
 		Probes: ProbeOptions{Presets: DefaultProbePresets(), PeriodSeconds: DefaultProbePeriodSeconds},
 	}

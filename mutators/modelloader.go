@@ -51,6 +51,7 @@ func (ModelLoader) Name() string { return ModelLoaderName }
 func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	m := in.Settings.Model
 	if m == nil || in.Container == NoContainer {
+		keepOwned(t, in)
 		return false, nil
 	}
 	spec := t.PodSpec
@@ -90,6 +91,20 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		}
 	}
 	return changed, nil
+}
+
+// keepOwned declares, when there is no model to inject, the loader and
+// volume an earlier pass created that are still there: they stay
+// modelgate's, so a model named again later updates them instead of
+// taking the volume for the user's and rejecting the object.
+func keepOwned(t *Target, in *Input) {
+	spec := t.PodSpec
+	if in.Previous.Owned(ownVolume) && slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName }) {
+		t.Own(ownVolume)
+	}
+	if in.Previous.Owned(ownLoader) && slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == LoaderContainerName }) {
+		t.Own(ownLoader)
+	}
 }
 
 // modelVolume returns the model-store volume, the sub path serving

@@ -2,13 +2,24 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
+	gomodulespatch "gomodules.xyz/jsonpatch/v2"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // benchDeployment is a Deployment with a realistic amount of metadata.
@@ -20,9 +31,15 @@ func benchDeployment(o builders.Options) builders.Options {
 	return o
 }
 
+// benchContext carries a logger that discards: the benchmarks time the
+// review, not log output.
+func benchContext() context.Context {
+	return logf.IntoContext(context.Background(), logf.Log.WithSink(logf.NullLogSink{}))
+}
+
 func BenchmarkHandle(b *testing.B) {
 	h := newHandler()
-	ctx := context.Background()
+	ctx := benchContext()
 	optedIn := create(b, object("Deployment", nsPlain, benchDeployment(builders.Options{Annotations: optIn})), alice)
 	injected := request("Deployment", optedIn.Operation, nsPlain,
 		applyPatch(b, optedIn.Object.Raw, h.Handle(ctx, optedIn)), nil, alice)
@@ -61,4 +78,208 @@ func BenchmarkBaselineDecodeOnly(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// vllmAnnotations are the annotations of a typical vLLM server: a Hugging
+// Face model cached on disk, one A100 or H100.
+func vllmAnnotations() map[string]string {
+	return map[string]string{
+		annotations.Inject:     "true",
+		annotations.Model:      "hf://meta-llama/Llama-3.1-8B-Instruct",
+		annotations.ModelSize:  "20Gi",
+		annotations.Engine:     "vllm",
+		annotations.GPU:        "1",
+		annotations.GPUProduct: "NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3",
+	}
+}
+
+// benchVLLM is a one-container vLLM Deployment with vllmAnnotations.
+func benchVLLM() *appsv1.Deployment {
+	d := object("Deployment", nsPlain, benchDeployment(builders.Options{TemplateAnnotations: vllmAnnotations()})).(*appsv1.Deployment)
+	c := &d.Spec.Template.Spec.Containers[0]
+	c.Name, c.Image = "vllm", "vllm/vllm-openai:v0.6.3"
+	c.Args = []string{"--model=/models", "--served-model-name=llama-3.1-8b-instruct", "--max-model-len=8192"}
+	c.Env = []corev1.EnvVar{{Name: "HF_HUB_OFFLINE", Value: "1"}}
+	c.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("32Gi")},
+	}
+	return d
+}
+
+// benchLarge is a big pod template: five containers of 50 variables each,
+// two init containers and a node affinity of two terms, with the vLLM
+// annotations naming the serving container.
+func benchLarge() *appsv1.Deployment {
+	d := benchVLLM()
+	d.Spec.Template.Annotations[annotations.Container] = "vllm"
+	spec := &d.Spec.Template.Spec
+	server := spec.Containers[0]
+	spec.Containers = nil
+	for _, name := range []string{"auth-proxy", "vllm", "router", "metrics-exporter", "log-shipper"} {
+		c := corev1.Container{Name: name, Image: "registry.example.com/platform/" + name + ":1.4.2"}
+		if name == "vllm" {
+			c = *server.DeepCopy()
+		}
+		for i := range 50 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("%s_SETTING_%02d", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), i),
+				Value: fmt.Sprintf("value-%02d-of-a-realistic-length", i)})
+		}
+		spec.Containers = append(spec.Containers, c)
+	}
+	spec.InitContainers = []corev1.Container{
+		{Name: "wait-for-registry", Image: "busybox:1.36", Command: []string{"sh", "-c", "until nslookup registry; do sleep 2; done"}},
+		{Name: "fetch-config", Image: "registry.example.com/platform/config-fetcher:2.0", Args: []string{"--out=/config"}},
+	}
+	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1a", "us-east-1b"}}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "cloud.example.com/reserved-pool", Operator: corev1.NodeSelectorOpExists}}},
+		}},
+	}}
+	return d
+}
+
+// benchObjects are the objects BenchmarkInject, BenchmarkGenericBaseline
+// and BenchmarkMutateOnly admit.
+var benchObjects = []struct {
+	name string
+	obj  func() *appsv1.Deployment
+}{
+	{name: "vllm-deployment", obj: benchVLLM},
+	{name: "large-pod", obj: benchLarge},
+}
+
+// BenchmarkInject is the full review of an opted-in CREATE: decoding,
+// parsing, the chain and the patch.
+func BenchmarkInject(b *testing.B) {
+	h := newHandler()
+	ctx := benchContext()
+	for _, bo := range benchObjects {
+		b.Run(bo.name, func(b *testing.B) {
+			req := create(b, bo.obj(), alice)
+			if resp := h.Handle(ctx, req); !resp.Allowed || len(resp.Patches) == 0 {
+				b.Fatalf("allowed=%v patches=%d result=%+v, want an allowed patch", resp.Allowed, len(resp.Patches), resp.Result)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(req.Object.Raw)))
+			for b.Loop() {
+				h.Handle(ctx, req)
+			}
+		})
+	}
+}
+
+// BenchmarkGenericBaseline is what a generic injector does from a decoded
+// object to patch bytes: marshal it, run the chain, marshal it again, diff
+// the two documents (gomodules.xyz/jsonpatch, as controller-runtime does)
+// and marshal the operations. Decoding is not timed.
+func BenchmarkGenericBaseline(b *testing.B) {
+	for _, bo := range benchObjects {
+		b.Run(bo.name, func(b *testing.B) {
+			f := newFreshObjects(b, bo.obj())
+			b.ReportAllocs()
+			for b.Loop() {
+				d, in := f.next()
+				before, err := json.Marshal(d.obj)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := benchChain.Apply(d.target, in); err != nil {
+					b.Fatal(err)
+				}
+				after, err := json.Marshal(d.obj)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ops, err := gomodulespatch.CreatePatch(before, after)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := json.Marshal(ops); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMutateOnly runs only the chain over a freshly decoded object:
+// with BenchmarkGenericBaseline it splits the cost between mutating and
+// patching. Decoding is not timed.
+func BenchmarkMutateOnly(b *testing.B) {
+	for _, bo := range benchObjects {
+		b.Run(bo.name, func(b *testing.B) {
+			f := newFreshObjects(b, bo.obj())
+			b.ReportAllocs()
+			for b.Loop() {
+				d, in := f.next()
+				if _, err := benchChain.Apply(d.target, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchChain is the handler's chain for a full injection.
+var benchChain = mutators.Chain{mutators.OwnerMetadata{}, mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}}
+
+// freshObjects hands out freshly decoded copies of one object, with the
+// Input the handler would build for it. Copies are decoded with the timer
+// stopped, in small batches: stopping the timer costs little per
+// iteration, and few copies wait in the heap at a time.
+type freshObjects struct {
+	b    *testing.B
+	raw  []byte
+	in   mutators.Input
+	pool []*decoded
+}
+
+func newFreshObjects(b *testing.B, obj *appsv1.Deployment) *freshObjects {
+	b.Helper()
+	f := &freshObjects{b: b, raw: toJSON(b, obj)}
+	d := f.decode()
+	settings, errs := annotations.Parse(annotations.Source{Annotations: d.target.Object.Annotations},
+		annotations.Source{Annotations: d.target.PodMeta().Annotations})
+	if len(errs) > 0 {
+		b.Fatalf("parsing the annotations: %v", errs)
+	}
+	opts := mutatorOptions(&config.New().Injection)
+	idx, ferr := mutators.ResolveContainer(d.target.PodSpec, settings, opts.GPU.ResourceName, field.NewPath("metadata"))
+	if ferr != nil {
+		b.Fatalf("resolving the serving container: %v", ferr)
+	}
+	f.in = mutators.Input{Operation: mutators.Create, Namespace: nsPlain, NamespaceLabels: testNamespaces[nsPlain],
+		Requester: mutators.Requester{Username: alice}, Settings: settings, Container: idx, Options: opts}
+	if res, err := benchChain.Apply(d.target, f.input()); err != nil || len(res.Changed) != len(benchChain) {
+		b.Fatalf("chain changed %v (error %v), want every mutator", res.Changed, err)
+	}
+	return f
+}
+
+func (f *freshObjects) decode() *decoded {
+	d, err := decoders[gvks["Deployment"]](f.raw)
+	if err != nil {
+		f.b.Fatal(err)
+	}
+	return d
+}
+
+func (f *freshObjects) input() *mutators.Input {
+	in := f.in
+	return &in
+}
+
+func (f *freshObjects) next() (*decoded, *mutators.Input) {
+	if len(f.pool) == 0 {
+		f.b.StopTimer()
+		for range 16 {
+			f.pool = append(f.pool, f.decode())
+		}
+		f.b.StartTimer()
+	}
+	d := f.pool[len(f.pool)-1]
+	f.pool = f.pool[:len(f.pool)-1]
+	return d, f.input()
 }

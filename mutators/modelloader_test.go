@@ -1,0 +1,405 @@
+package mutators
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// testLoaderImage is the default loader image of testOptions.
+const testLoaderImage = "ghcr.io/modelgate/modelgate:test"
+
+// testLoaderResources are the loader resources of testOptions.
+func testLoaderResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+}
+
+func quantity(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
+}
+
+// modelSettings is the model raw (a URI the test spells right) at the
+// default mount on a disk cache, as the parser defaults it, then edited.
+func modelSettings(raw string, edits ...func(*annotations.ModelSettings)) *annotations.ModelSettings {
+	u, err := annotations.ParseModelURI(raw)
+	if err != nil {
+		panic("modelSettings: " + err.Error())
+	}
+	m := &annotations.ModelSettings{URI: u, MountPath: annotations.DefaultModelMount, Cache: annotations.Cache{Medium: annotations.CacheDisk}}
+	for _, e := range edits {
+		e(m)
+	}
+	return m
+}
+
+func sized(s string) func(*annotations.ModelSettings) {
+	return func(m *annotations.ModelSettings) { m.Size = quantity(s) }
+}
+
+func cachedIn(medium annotations.CacheMedium, claim string) func(*annotations.ModelSettings) {
+	return func(m *annotations.ModelSettings) { m.Cache = annotations.Cache{Medium: medium, Claim: claim} }
+}
+
+func credentials(secret string) func(*annotations.ModelSettings) {
+	return func(m *annotations.ModelSettings) { m.Credentials = secret }
+}
+
+// wantLoader is the model-loader the tests expect with testOptions: the
+// default image fetching uri into dest, then edited.
+func wantLoader(uri, dest, subPath string, edits ...func(*corev1.Container)) *corev1.Container {
+	c := &corev1.Container{
+		Name:            "model-loader",
+		Image:           testLoaderImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/modelgate", "load"},
+		Args:            []string{"--uri=" + uri, "--dest=" + dest},
+		Resources:       testLoaderResources(),
+		VolumeMounts:    []corev1.VolumeMount{{Name: "model-store", MountPath: dest, SubPath: subPath}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePath:   "/dev/termination-log",
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	for _, e := range edits {
+		e(c)
+	}
+	return c
+}
+
+func ephemeral(size string) func(*corev1.Container) {
+	return func(c *corev1.Container) {
+		c.Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse(size)
+	}
+}
+
+func envFromSecret(name string) func(*corev1.Container) {
+	return func(c *corev1.Container) {
+		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	}
+}
+
+func emptyDir(medium corev1.StorageMedium, size string) corev1.Volume {
+	v := corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}}
+	if size != "" {
+		v.EmptyDir.SizeLimit = quantity(size)
+	}
+	return v
+}
+
+func claimVolume(claim string, readOnly bool) corev1.Volume {
+	return corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly}}}
+}
+
+func imageVolume(ref string) corev1.Volume {
+	return corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{
+		Image: &corev1.ImageVolumeSource{Reference: ref, PullPolicy: corev1.PullIfNotPresent}}}
+}
+
+// modelInjected is what ModelLoader does to a pod spec: the loader (when
+// not nil) first among the init containers, the volume last among the
+// volumes, and the read-only model mount last among container i's mounts.
+func modelInjected(i int, loader *corev1.Container, v corev1.Volume, mountPath, subPath string) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		if loader != nil {
+			s.InitContainers = slices.Insert(s.InitContainers, 0, *loader.DeepCopy())
+		}
+		s.Volumes = append(s.Volumes, v)
+		c := &s.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "model-store", MountPath: mountPath, SubPath: subPath, ReadOnly: true})
+	}
+}
+
+// withSetup gives the pod an init container of its own.
+func withSetup(s *corev1.PodSpec) {
+	s.InitContainers = append(s.InitContainers, corev1.Container{Name: "setup", Image: "busybox:1.36", Command: []string{"true"}})
+}
+
+// userLoader is a model-loader init container the user wrote.
+var userLoader = corev1.Container{Name: "model-loader", Image: "registry.example.com/team/fetch:3",
+	Args: []string{"--from=s3://team-bucket/weights"}, Env: []corev1.EnvVar{{Name: "AWS_REGION", Value: "eu-west-1"}}}
+
+const (
+	ociDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	// s3CacheSubPath is "models/" and the first 8 bytes of the SHA-256 of
+	// "s3://models-bucket/llama-3.1-8b", in hex.
+	s3CacheSubPath = "models/481d0ddb7278bcc7"
+	s3Llama        = "s3://models-bucket/llama-3.1-8b"
+	hfLlama        = "hf://meta-llama/Llama-3.1-8B-Instruct"
+)
+
+var (
+	// owned and volumeOnly are the Record.Owns of a pass with and without
+	// modelgate's loader.
+	owned       = []string{"initContainer/model-loader", "volume/model-store"}
+	volumeOnly  = []string{"volume/model-store"}
+	llamaLoader = wantLoader(hfLlama, "/models", "", ephemeral("20Gi"))
+)
+
+func TestModelLoader(t *testing.T) {
+	cases := map[string]struct {
+		model     *annotations.ModelSettings
+		container int                  // index of the serving container; 0 unless set
+		options   func(*LoaderOptions) // edits testOptions' loader options
+		// before prepares the pod spec; earlier, when set, is the model of
+		// a first pass through the chain; want turns a copy of the prepared
+		// spec (before the earlier pass) into the expected one (nil:
+		// unchanged).
+		before      func(*corev1.PodSpec)
+		earlier     *annotations.ModelSettings
+		want        func(*corev1.PodSpec)
+		wantChanged bool
+		wantOwns    []string
+		// wantInvalid are the fields of the *InvalidError expected instead.
+		wantInvalid []string
+	}{
+		"no model: unchanged": {},
+		"no serving container: unchanged": {
+			model: modelSettings(hfLlama), container: NoContainer,
+		},
+		"hf model on disk: loader first, sized emptyDir, ephemeral storage": {
+			model: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
+			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+		},
+		"s3 model on disk": {
+			model:       modelSettings(s3Llama, sized("16Gi")),
+			want:        modelInjected(0, wantLoader(s3Llama, "/models", "", ephemeral("16Gi")), emptyDir("", "16Gi"), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"gs model without a size: no size limit, no ephemeral-storage request": {
+			model: modelSettings("gs://weights/mistral-7b"), before: withSetup,
+			want:        modelInjected(0, wantLoader("gs://weights/mistral-7b", "/models", ""), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"https model at another mount path": {
+			model: modelSettings("https://models.example.com/phi-3/model.tar", sized("8Gi"),
+				func(m *annotations.ModelSettings) { m.MountPath = "/mnt/weights" }),
+			want: modelInjected(0, wantLoader("https://models.example.com/phi-3/model.tar", "/mnt/weights", "", ephemeral("8Gi")),
+				emptyDir("", "8Gi"), "/mnt/weights", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"memory cache: tmpfs emptyDir, no ephemeral-storage request": {
+			model:       modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
+			want:        modelInjected(0, wantLoader(hfLlama, "/models", ""), emptyDir(corev1.StorageMediumMemory, "20Gi"), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"shared cache claim: the model's own sub path for loader and server": {
+			model: modelSettings(s3Llama, sized("16Gi"), cachedIn(annotations.CachePVC, "model-cache")),
+			want: modelInjected(0, wantLoader(s3Llama, "/models", s3CacheSubPath), claimVolume("model-cache", false),
+				"/models", s3CacheSubPath),
+			wantChanged: true, wantOwns: owned,
+		},
+		"pvc model: the claim read-only at its sub path, no loader": {
+			model: modelSettings("pvc://models/llama/v3"), before: withSetup,
+			want:        modelInjected(0, nil, claimVolume("models", true), "/models", "llama/v3"),
+			wantChanged: true, wantOwns: volumeOnly,
+		},
+		"oci digest with image volumes: an image volume, no loader": {
+			model:   modelSettings("oci://ghcr.io/org/model@" + ociDigest),
+			options: func(o *LoaderOptions) { o.ImageVolumes = true },
+			want:    modelInjected(0, nil, imageVolume("ghcr.io/org/model@"+ociDigest), "/models", ""), wantChanged: true, wantOwns: volumeOnly,
+		},
+		"oci tag on a registry port with image volumes": {
+			model:       modelSettings("oci://registry.example.com:5000/llm/qwen:2.5"),
+			options:     func(o *LoaderOptions) { o.ImageVolumes = true },
+			want:        modelInjected(0, nil, imageVolume("registry.example.com:5000/llm/qwen:2.5"), "/models", ""),
+			wantChanged: true, wantOwns: volumeOnly,
+		},
+		"oci without image volumes: the loader fetches it": {
+			model:       modelSettings("oci://ghcr.io/org/model@" + ociDigest),
+			want:        modelInjected(0, wantLoader("oci://ghcr.io/org/model@"+ociDigest, "/models", ""), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"credentials go to the loader only, never to a serving container": {
+			model: modelSettings(s3Llama, credentials("s3-reader")), container: 1, before: twoContainers,
+			want:        modelInjected(1, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader")), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"the scheme's loader image overrides the default": {
+			model: modelSettings(s3Llama),
+			options: func(o *LoaderOptions) {
+				o.Schemes = map[annotations.Scheme]LoaderImage{annotations.SchemeS3: {Image: "registry.example.com/loaders/s3:2", Command: []string{"s3-fetch"}}}
+				o.PullPolicy = corev1.PullAlways
+			},
+			want: modelInjected(0, wantLoader(s3Llama, "/models", "", func(c *corev1.Container) {
+				c.Image, c.Command, c.ImagePullPolicy = "registry.example.com/loaders/s3:2", []string{"s3-fetch"}, corev1.PullAlways
+			}), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"another scheme's override leaves the default": {
+			model: modelSettings(hfLlama, sized("20Gi")),
+			options: func(o *LoaderOptions) {
+				o.Schemes = map[annotations.Scheme]LoaderImage{annotations.SchemeS3: {Image: "registry.example.com/loaders/s3:2"}}
+			},
+			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+		},
+		"the user's model-loader is kept as written; volume and mount still wired": {
+			model:  modelSettings(hfLlama, sized("20Gi")),
+			before: func(s *corev1.PodSpec) { s.InitContainers = append(s.InitContainers, *userLoader.DeepCopy()) },
+			want:   modelInjected(0, nil, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: volumeOnly,
+		},
+		"a new model replaces the recorded loader in place": {
+			model: modelSettings(hfLlama, sized("20Gi")), earlier: modelSettings("hf://org/old-model", sized("4Gi")), before: withSetup,
+			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+		},
+		"a pvc model after an hf one removes the recorded loader": {
+			model: modelSettings("pvc://models/llama/v3"), earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
+			want:        modelInjected(0, nil, claimVolume("models", true), "/models", "llama/v3"),
+			wantChanged: true, wantOwns: volumeOnly,
+		},
+		"the model removed: what modelgate created stays, still its own": {
+			earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
+			want:     modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""),
+			wantOwns: owned,
+		},
+		"the user's model-store volume is a name clash": {
+			model: modelSettings(hfLlama),
+			before: func(s *corev1.PodSpec) {
+				s.Volumes = append(s.Volumes, corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			},
+			wantInvalid: []string{"spec.volumes[model-store].name"},
+		},
+		"another mount at the model mount path is a clash": {
+			model: modelSettings(hfLlama),
+			before: func(s *corev1.PodSpec) {
+				s.Volumes = append(s.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+				s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/models"}}
+			},
+			wantInvalid: []string{"metadata.annotations[modelgate.io/model-mount]"},
+		},
+	}
+	for name, tc := range cases {
+		for _, kind := range targetKinds {
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				tg := newTarget(kind, builders.Options{})
+				if tc.before != nil {
+					tc.before(tg.PodSpec)
+				}
+				want := tg.PodSpec.DeepCopy()
+				if tc.want != nil {
+					tc.want(want)
+				}
+				opts := testOptions()
+				if tc.options != nil {
+					tc.options(&opts.Loader)
+				}
+				input := func(m *annotations.ModelSettings) *Input {
+					return &Input{Operation: Create, Settings: annotations.Settings{Model: m}, Container: tc.container, Options: opts}
+				}
+				chain := Chain{ModelLoader{}}
+				if tc.earlier != nil {
+					if _, err := chain.Apply(tg, input(tc.earlier)); err != nil {
+						t.Fatalf("earlier Apply: %v", err)
+					}
+				}
+
+				res, err := chain.Apply(tg, input(tc.model))
+				if tc.wantInvalid != nil {
+					var ie *InvalidError
+					if !errors.As(err, &ie) {
+						t.Fatalf("Apply error = %v, want an *InvalidError", err)
+					}
+					var fields []string
+					for _, e := range ie.Errs {
+						fields = append(fields, e.Field)
+					}
+					if diff := cmp.Diff(tc.wantInvalid, fields); diff != "" {
+						t.Errorf("invalid fields (-want +got):\n%s", diff)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
+				}
+				if changed := slices.Contains(res.Changed, ModelLoaderName); changed != tc.wantChanged {
+					t.Errorf("changed = %v, want %v", changed, tc.wantChanged)
+				}
+				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
+					t.Errorf("pod spec (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.wantOwns, res.Record.Owns); diff != "" {
+					t.Errorf("Record.Owns (-want +got):\n%s", diff)
+				}
+				for _, c := range tg.PodSpec.Containers {
+					if len(c.EnvFrom) > 0 {
+						t.Errorf("container %q got envFrom %v: credentials are the loader's only", c.Name, c.EnvFrom)
+					}
+				}
+
+				again, err := chain.Apply(tg, input(tc.model))
+				if err != nil {
+					t.Fatalf("second Apply: %v", err)
+				}
+				if len(again.Changed) != 0 {
+					t.Errorf("second Apply changed %v", again.Changed)
+				}
+				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
+					t.Errorf("pod spec after a second Apply (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// Two models sharing a cache claim never share a directory.
+func TestModelLoaderCacheSubPaths(t *testing.T) {
+	subPathRE := regexp.MustCompile(`^models/[0-9a-f]{16}$`)
+	seen := map[string]string{}
+	for _, raw := range []string{s3Llama, s3Llama + "-instruct", hfLlama, hfLlama + "@main", "gs://models-bucket/llama-3.1-8b"} {
+		tg := newTarget("Pod", builders.Options{})
+		in := &Input{Settings: annotations.Settings{Model: modelSettings(raw, cachedIn(annotations.CachePVC, "model-cache"))}, Options: testOptions()}
+		if _, err := (ModelLoader{}).Mutate(tg, in); err != nil {
+			t.Fatalf("%s: Mutate: %v", raw, err)
+		}
+		got := tg.PodSpec.Containers[0].VolumeMounts[0].SubPath
+		if !subPathRE.MatchString(got) {
+			t.Errorf("%s: sub path %q, want models/<16 hex digits>", raw, got)
+		}
+		if loader := tg.PodSpec.InitContainers[0].VolumeMounts[0].SubPath; loader != got {
+			t.Errorf("%s: loader sub path %q, server's %q", raw, loader, got)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%s and %s share the sub path %s", raw, other, got)
+		}
+		seen[got] = raw
+	}
+}
+
+// A model removed and named again (another one) updates what modelgate
+// created on the first pass: the volume is not taken for the user's.
+func TestModelLoaderModelRemovedAndRenamed(t *testing.T) {
+	for _, kind := range targetKinds {
+		t.Run(kind, func(t *testing.T) {
+			tg := newTarget(kind, builders.Options{})
+			want := tg.PodSpec.DeepCopy()
+			modelInjected(0, wantLoader(s3Llama, "/models", "", ephemeral("16Gi")), emptyDir("", "16Gi"), "/models", "")(want)
+			for i, m := range []*annotations.ModelSettings{modelSettings(hfLlama, sized("20Gi")), nil, modelSettings(s3Llama, sized("16Gi"))} {
+				in := &Input{Settings: annotations.Settings{Model: m}, Options: testOptions()}
+				if _, err := (Chain{ModelLoader{}}).Apply(tg, in); err != nil {
+					t.Fatalf("pass %d: Apply: %v", i+1, err)
+				}
+			}
+			if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
+				t.Errorf("pod spec (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

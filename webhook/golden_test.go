@@ -1,0 +1,147 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden (TestGolden)")
+
+const (
+	goldenDir       = "testdata/golden"
+	goldenNamespace = "ml-research"
+	updateHint      = "run `go test ./webhook -run TestGolden -update` to accept the new output"
+)
+
+// goldenNamespaces has the one namespace of the golden inputs: a team, no
+// namespace-wide opt-in (the objects opt in themselves).
+var goldenNamespaces = fakeNamespaces{goldenNamespace: {annotations.NamespaceTeam: "research"}}
+
+// TestGolden admits each testdata/golden/<case>.in.yaml as a CREATE by
+// alice through the real handler (default configuration), applies the
+// patch to the object as the API server sends it, and compares the result
+// with <case>.out.yaml. The output must be a fixed point: admitting it
+// again, as an UPDATE or as a repeated CREATE, patches nothing.
+func TestGolden(t *testing.T) {
+	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs in %s (err %v)", goldenDir, err)
+	}
+	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
+	ctx := context.Background()
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			obj := readGoldenInput(t, in)
+			resp := h.Handle(ctx, obj.request(admissionv1.Create, obj.raw, nil))
+			if !resp.Allowed || len(resp.Patches) == 0 {
+				t.Fatalf("allowed=%v patches=%d result=%+v, want an allowed patch", resp.Allowed, len(resp.Patches), resp.Result)
+			}
+			out := applyPatch(t, obj.raw, resp)
+			got, err := yaml.JSONToYAML(out)
+			if err != nil {
+				t.Fatalf("converting the output to YAML: %v", err)
+			}
+
+			outPath := filepath.Join(goldenDir, name+".out.yaml")
+			if *updateGolden {
+				if err := os.WriteFile(outPath, got, 0o644); err != nil {
+					t.Fatalf("writing %s: %v", outPath, err)
+				}
+			}
+			want, err := os.ReadFile(outPath)
+			if err != nil {
+				t.Fatalf("reading %s: %v; %s", outPath, err, updateHint)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s differs from the injected output (-want +got):\n%s\n%s", outPath, diff, updateHint)
+			}
+
+			again := map[string]admission.Request{
+				"update":       obj.request(admissionv1.Update, out, out),
+				"reinvocation": obj.request(admissionv1.Create, out, nil),
+			}
+			for how, req := range again {
+				resp := h.Handle(ctx, req)
+				if !resp.Allowed || len(resp.Patches) > 0 {
+					t.Errorf("%s of the output: allowed=%v patches=%s result=%+v, want allowed without a patch",
+						how, resp.Allowed, toJSON(t, resp.Patches), resp.Result)
+				}
+			}
+		})
+	}
+}
+
+// Every golden output belongs to an input: a renamed or removed case
+// leaves no stale output behind.
+func TestGoldenOutputsHaveInputs(t *testing.T) {
+	outs, err := filepath.Glob(filepath.Join(goldenDir, "*.out.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range outs {
+		in := strings.TrimSuffix(out, ".out.yaml") + ".in.yaml"
+		if _, err := os.Stat(in); err != nil {
+			t.Errorf("%s has no input %s: remove it", out, in)
+		}
+	}
+}
+
+// goldenInput is a golden case's object as the API server would send it.
+type goldenInput struct {
+	kind, name string
+	raw        []byte
+}
+
+// readGoldenInput reads a hand-written input strictly (a misspelt field
+// fails the test) into its typed object and marshals that, so the request
+// carries what the API server would: every field of the typed object.
+func readGoldenInput(t *testing.T, path string) goldenInput {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(data, &tm); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	gvk, ok := gvks[tm.Kind]
+	if !ok || tm.APIVersion != strings.TrimPrefix(gvk.Group+"/"+gvk.Version, "/") {
+		t.Fatalf("%s: %s %s is not a kind modelgate injects", path, tm.APIVersion, tm.Kind)
+	}
+	obj := builders.Empty(tm.Kind)
+	if err := yaml.UnmarshalStrict(data, obj); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if obj.GetNamespace() != goldenNamespace || obj.GetName() == "" {
+		t.Fatalf("%s: object %s/%s, want a name in namespace %s", path, obj.GetNamespace(), obj.GetName(), goldenNamespace)
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return goldenInput{kind: tm.Kind, name: obj.GetName(), raw: raw}
+}
+
+// request is an admission request by alice for the object's kind and name.
+func (g goldenInput) request(op admissionv1.Operation, raw, oldRaw []byte) admission.Request {
+	r := request(g.kind, op, goldenNamespace, raw, oldRaw, alice, "system:authenticated")
+	r.Name = g.name
+	return r
+}
