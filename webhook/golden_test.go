@@ -49,8 +49,8 @@ func TestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			obj := readGoldenInput(t, in)
 			resp := h.Handle(ctx, obj.request(admissionv1.Create, obj.raw, nil))
-			if !resp.Allowed || len(resp.Patches) == 0 {
-				t.Fatalf("allowed=%v patches=%d result=%+v, want an allowed patch", resp.Allowed, len(resp.Patches), resp.Result)
+			if !resp.Allowed || len(patchesOf(resp)) == 0 {
+				t.Fatalf("allowed=%v patches=%d result=%+v, want an allowed patch", resp.Allowed, len(patchesOf(resp)), resp.Result)
 			}
 			out := applyPatch(t, obj.raw, resp)
 			got, err := yaml.JSONToYAML(out)
@@ -78,9 +78,9 @@ func TestGolden(t *testing.T) {
 			}
 			for how, req := range again {
 				resp := h.Handle(ctx, req)
-				if !resp.Allowed || len(resp.Patches) > 0 {
+				if !resp.Allowed || len(patchesOf(resp)) > 0 {
 					t.Errorf("%s of the output: allowed=%v patches=%s result=%+v, want allowed without a patch",
-						how, resp.Allowed, toJSON(t, resp.Patches), resp.Result)
+						how, resp.Allowed, toJSON(t, patchesOf(resp)), resp.Result)
 				}
 			}
 		})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	gomodulespatch "gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,16 +127,16 @@ func update(t testing.TB, old, obj client.Object, user string) admission.Request
 // does.
 func applyPatch(t testing.TB, raw []byte, resp admission.Response) []byte {
 	t.Helper()
-	if len(resp.Patches) == 0 {
+	if len(patchesOf(resp)) == 0 {
 		return raw
 	}
-	patch, err := jsonpatch.DecodePatch(toJSON(t, resp.Patches))
+	patch, err := jsonpatch.DecodePatch(toJSON(t, patchesOf(resp)))
 	if err != nil {
 		t.Fatalf("decoding patch: %v", err)
 	}
 	out, err := patch.Apply(raw)
 	if err != nil {
-		t.Fatalf("applying patch %s: %v", toJSON(t, resp.Patches), err)
+		t.Fatalf("applying patch %s: %v", toJSON(t, patchesOf(resp)), err)
 	}
 	return out
 }
@@ -162,9 +164,22 @@ func metasOf(t testing.TB, kind string, raw []byte) []*metav1.ObjectMeta {
 
 // patchPaths lists the paths the response's patch touches.
 func patchPaths(resp admission.Response) []string {
-	out := make([]string, len(resp.Patches))
-	for i, p := range resp.Patches {
+	out := make([]string, len(patchesOf(resp)))
+	for i, p := range patchesOf(resp) {
 		out[i] = p.Path
 	}
 	return out
+}
+
+// patchesOf returns the operations of the response's JSON patch, decoded
+// from the encoded patch the handler sends.
+func patchesOf(resp admission.Response) []gomodulespatch.Operation {
+	if len(resp.Patch) == 0 {
+		return nil
+	}
+	var ops []gomodulespatch.Operation
+	if err := json.Unmarshal(resp.Patch, &ops); err != nil {
+		panic(fmt.Sprintf("the handler sent a patch that is not JSON: %v: %s", err, resp.Patch))
+	}
+	return ops
 }

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -203,13 +202,13 @@ func onlyInject(errs field.ErrorList) field.ErrorList {
 // between the object before and after, both marshalled from the same typed
 // value, so fields this build of modelgate does not know are never touched.
 func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, full bool, in *mutators.Input) (admission.Response, string) {
-	before, err := json.Marshal(obj.obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding object: %w", err)), outcomeError
-	}
+	snap := takeSnapshot(obj.target, in.Container)
 	// Only a full injection writes the record; the metadata-only chains
 	// leave the record the object carries as it is.
-	var res mutators.Result
+	var (
+		res mutators.Result
+		err error
+	)
 	if full {
 		res, err = chain.Apply(obj.target, in)
 	} else {
@@ -221,17 +220,14 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		}
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
-	after, err := json.Marshal(obj.obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encoding object: %w", err)), outcomeError
-	}
-	resp := admission.PatchResponseFromRaw(before, after)
-	if !resp.Allowed {
-		return resp, outcomeError
-	}
-	if len(resp.Patches) == 0 {
+	ops := buildPatch(snap, obj.target, obj.paths)
+	if len(ops) == 0 {
 		return admission.Allowed("already injected"), outcomeUnchanged
 	}
+	patch, err := encodePatch(ops)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
 	h.metrics.changed(req.Kind.Kind, res.Changed)
-	return resp, outcomeInjected
+	return patchResponse(patch), outcomeInjected
 }

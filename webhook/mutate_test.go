@@ -185,7 +185,7 @@ func TestHandle(t *testing.T) {
 			if resp.Allowed != tc.want.allowed {
 				t.Fatalf("allowed = %v, want %v (result %+v)", resp.Allowed, tc.want.allowed, resp.Result)
 			}
-			if got := len(resp.Patches) > 0; got != tc.want.patched {
+			if got := len(patchesOf(resp)) > 0; got != tc.want.patched {
 				t.Errorf("patched = %v, want %v: %v", got, tc.want.patched, patchPaths(resp))
 			}
 			if tc.want.allowed {
@@ -250,7 +250,7 @@ func TestHandleInjects(t *testing.T) {
 			obj := object(kind, nsPlain, builders.Options{TemplateAnnotations: optIn, TemplateLabels: map[string]string{"tier": "gpu"}})
 			req := create(t, obj, alice)
 			resp := newHandler().Handle(context.Background(), req)
-			if !resp.Allowed || len(resp.Patches) == 0 {
+			if !resp.Allowed || len(patchesOf(resp)) == 0 {
 				t.Fatalf("want an allowed patch, got allowed=%v result=%+v", resp.Allowed, resp.Result)
 			}
 			for _, p := range patchPaths(resp) {
@@ -296,7 +296,7 @@ func TestHandlePodUpdateRestoresOwner(t *testing.T) {
 	req := update(t, old, cur, bob)
 
 	resp := h.Handle(context.Background(), req)
-	if !resp.Allowed || len(resp.Patches) == 0 {
+	if !resp.Allowed || len(patchesOf(resp)) == 0 {
 		t.Fatalf("want an allowed patch, got allowed=%v result=%+v", resp.Allowed, resp.Result)
 	}
 	got := decodeAs(t, "Pod", applyPatch(t, req.Object.Raw, resp))
@@ -332,7 +332,7 @@ func TestHandleIdempotentThroughJSON(t *testing.T) {
 			}
 			for name, r := range again {
 				resp := h.Handle(context.Background(), r)
-				if !resp.Allowed || len(resp.Patches) > 0 {
+				if !resp.Allowed || len(patchesOf(resp)) > 0 {
 					t.Errorf("%s: allowed=%v patches=%v result=%+v, want allowed without patches",
 						name, resp.Allowed, patchPaths(resp), resp.Result)
 				}

@@ -1,0 +1,254 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/mutators"
+)
+
+// The JSON patch is built from the sections of the object that mutators
+// may change, compared before and after the chain, instead of encoding the
+// whole object twice and diffing: its cost does not grow with the parts of
+// the pod modelgate does not touch, and fields inside untouched sections
+// (including ones this build of modelgate does not know) are never
+// re-encoded.
+//
+// The sections are, for every metadata the target carries, its labels and
+// annotations; in the pod spec, initContainers, volumes, tolerations and
+// affinity; and in the serving container, resources, volumeMounts, ports,
+// readinessProbe and startupProbe. A mutator must change nothing else: the
+// golden tests (webhook/testdata/golden) check the patch against whole
+// expected objects.
+
+// snapshot holds copies of the mutable sections taken before the chain.
+type snapshot struct {
+	labels, annotations []map[string]string
+	initContainers      []corev1.Container
+	volumes             []corev1.Volume
+	tolerations         []corev1.Toleration
+	affinity            *corev1.Affinity
+	container           int
+	serving             containerSections
+}
+
+// containerSections are the serving container's mutable fields.
+type containerSections struct {
+	resources      corev1.ResourceRequirements
+	volumeMounts   []corev1.VolumeMount
+	ports          []corev1.ContainerPort
+	readinessProbe *corev1.Probe
+	startupProbe   *corev1.Probe
+}
+
+func takeSections(c *corev1.Container) containerSections {
+	return containerSections{
+		resources:      *c.Resources.DeepCopy(),
+		volumeMounts:   slices.Clone(c.VolumeMounts),
+		ports:          slices.Clone(c.Ports),
+		readinessProbe: c.ReadinessProbe.DeepCopy(),
+		startupProbe:   c.StartupProbe.DeepCopy(),
+	}
+}
+
+// takeSnapshot copies the sections. Slices are cloned (mutators replace
+// their elements whole); affinity and the serving container's sections,
+// which mutators edit in place, are deep-copied.
+func takeSnapshot(t *mutators.Target, container int) *snapshot {
+	metas := t.Metas()
+	s := &snapshot{
+		labels:      make([]map[string]string, len(metas)),
+		annotations: make([]map[string]string, len(metas)),
+		container:   container,
+	}
+	for i, m := range metas {
+		s.labels[i] = maps.Clone(m.Labels)
+		s.annotations[i] = maps.Clone(m.Annotations)
+	}
+	spec := t.PodSpec
+	s.initContainers = slices.Clone(spec.InitContainers)
+	s.volumes = slices.Clone(spec.Volumes)
+	s.tolerations = slices.Clone(spec.Tolerations)
+	s.affinity = spec.Affinity.DeepCopy()
+	if container >= 0 && container < len(spec.Containers) {
+		s.serving = takeSections(&spec.Containers[container])
+	}
+	return s
+}
+
+// buildPatch compares the target with the snapshot and returns the JSON
+// patch operations that turn the admitted object into the mutated one.
+func buildPatch(s *snapshot, t *mutators.Target, metaPaths []*field.Path) []jsonpatch.Operation {
+	var ops []jsonpatch.Operation
+	for i, m := range t.Metas() {
+		base := pointer(metaPaths[i])
+		ops = mapOp(ops, base+"/labels", s.labels[i], m.Labels)
+		ops = mapOp(ops, base+"/annotations", s.annotations[i], m.Annotations)
+	}
+	spec := t.PodSpec
+	specPath := strings.TrimSuffix(pointer(metaPaths[len(metaPaths)-1]), "metadata") + "spec"
+	ops = namedListOps(ops, specPath+"/initContainers", s.initContainers, spec.InitContainers,
+		func(c corev1.Container) string { return c.Name })
+	ops = namedListOps(ops, specPath+"/volumes", s.volumes, spec.Volumes,
+		func(v corev1.Volume) string { return v.Name })
+	ops = appendOnlyOps(ops, specPath+"/tolerations", s.tolerations, spec.Tolerations)
+	if !equality.Semantic.DeepEqual(s.affinity, spec.Affinity) {
+		ops = fieldOp(ops, specPath+"/affinity", s.affinity != nil, spec.Affinity != nil, spec.Affinity)
+	}
+	if i := s.container; i >= 0 && i < len(spec.Containers) {
+		c := &spec.Containers[i]
+		cp := specPath + "/containers/" + strconv.Itoa(i)
+		before := s.serving
+		if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
+			ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
+		}
+		if !equality.Semantic.DeepEqual(before.volumeMounts, c.VolumeMounts) {
+			ops = fieldOp(ops, cp+"/volumeMounts", len(before.volumeMounts) > 0, len(c.VolumeMounts) > 0, c.VolumeMounts)
+		}
+		if !equality.Semantic.DeepEqual(before.ports, c.Ports) {
+			ops = fieldOp(ops, cp+"/ports", len(before.ports) > 0, len(c.Ports) > 0, c.Ports)
+		}
+		if !equality.Semantic.DeepEqual(before.readinessProbe, c.ReadinessProbe) {
+			ops = fieldOp(ops, cp+"/readinessProbe", before.readinessProbe != nil, c.ReadinessProbe != nil, c.ReadinessProbe)
+		}
+		if !equality.Semantic.DeepEqual(before.startupProbe, c.StartupProbe) {
+			ops = fieldOp(ops, cp+"/startupProbe", before.startupProbe != nil, c.StartupProbe != nil, c.StartupProbe)
+		}
+	}
+	return ops
+}
+
+// pointer turns a field path (spec.template.metadata) into a JSON pointer.
+func pointer(p *field.Path) string {
+	return "/" + strings.ReplaceAll(p.String(), ".", "/")
+}
+
+// fieldOp sets (add) or removes an object member.
+func fieldOp(ops []jsonpatch.Operation, path string, had, has bool, value any) []jsonpatch.Operation {
+	switch {
+	case has:
+		return append(ops, jsonpatch.NewOperation("add", path, value))
+	case had:
+		return append(ops, jsonpatch.NewOperation("remove", path, nil))
+	default:
+		return ops
+	}
+}
+
+func mapOp(ops []jsonpatch.Operation, path string, before, after map[string]string) []jsonpatch.Operation {
+	if maps.Equal(before, after) {
+		return ops
+	}
+	return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+}
+
+// namedListOps patches a list of named items (init containers, volumes).
+// When the items modelgate did not change keep their order, only the
+// changed items are added, replaced or removed, so the others are never
+// re-encoded; otherwise the list is replaced whole.
+func namedListOps[T any](ops []jsonpatch.Operation, path string, before, after []T, name func(T) string) []jsonpatch.Operation {
+	if equality.Semantic.DeepEqual(before, after) {
+		return ops
+	}
+	beforeNames := make([]string, len(before))
+	for i, v := range before {
+		beforeNames[i] = name(v)
+	}
+	afterNames := make([]string, len(after))
+	for i, v := range after {
+		afterNames[i] = name(v)
+	}
+	// Walk both lists; each step is one item replaced, inserted or
+	// removed, with indices as they are when the operation applies.
+	var itemOps []jsonpatch.Operation
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case i < len(before) && j < len(after) && beforeNames[i] == afterNames[j]:
+			if !equality.Semantic.DeepEqual(before[i], after[j]) {
+				itemOps = append(itemOps, jsonpatch.NewOperation("replace", path+"/"+strconv.Itoa(j), after[j]))
+			}
+			i++
+			j++
+		case j < len(after) && !slices.Contains(beforeNames[i:], afterNames[j]):
+			itemOps = append(itemOps, jsonpatch.NewOperation("add", path+"/"+strconv.Itoa(j), after[j]))
+			j++
+		case i < len(before) && !slices.Contains(afterNames[j:], beforeNames[i]):
+			itemOps = append(itemOps, jsonpatch.NewOperation("remove", path+"/"+strconv.Itoa(j), nil))
+			i++
+		default:
+			// Reordered: replace the whole list.
+			return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+		}
+	}
+	if len(before) == 0 {
+		// "add" at an index needs the list to exist.
+		return fieldOp(ops, path, false, len(after) > 0, after)
+	}
+	if len(after) == 0 {
+		return fieldOp(ops, path, true, false, nil)
+	}
+	return append(ops, itemOps...)
+}
+
+// appendOnlyOps patches a list modelgate only appends to (tolerations):
+// the new items are appended; any other change replaces the list.
+func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after []T) []jsonpatch.Operation {
+	if equality.Semantic.DeepEqual(before, after) {
+		return ops
+	}
+	if len(before) > 0 && len(after) > len(before) && equality.Semantic.DeepEqual(before, after[:len(before)]) {
+		for _, v := range after[len(before):] {
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/-", v))
+		}
+		return ops
+	}
+	return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+}
+
+// encodePatch writes the operations as a JSON patch document. Each value is
+// encoded once; jsonpatch.Operation's own MarshalJSON would encode it, then
+// re-validate and compact the result.
+func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
+	buf := make([]byte, 0, 256*len(ops))
+	buf = append(buf, '[')
+	for i, op := range ops {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, `{"op":`...)
+		buf = strconv.AppendQuote(buf, op.Operation)
+		buf = append(buf, `,"path":`...)
+		buf = strconv.AppendQuote(buf, op.Path)
+		if op.Operation != "remove" {
+			v, err := json.Marshal(op.Value)
+			if err != nil {
+				return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
+			}
+			buf = append(buf, `,"value":`...)
+			buf = append(buf, v...)
+		}
+		buf = append(buf, '}')
+	}
+	return append(buf, ']'), nil
+}
+
+// patchResponse allows the request with a JSON patch already encoded.
+func patchResponse(patch []byte) admission.Response {
+	pt := admissionv1.PatchTypeJSONPatch
+	resp := admission.Allowed("injected")
+	resp.Patch = patch
+	resp.PatchType = &pt
+	return resp
+}
