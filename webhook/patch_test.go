@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"encoding/json"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// TestNamedListOps applies the operations to the encoded "before" list and
+// checks that the result is the "after" list, for every shape of change.
+func TestNamedListOps(t *testing.T) {
+	c := func(name, image string) corev1.Container { return corev1.Container{Name: name, Image: image} }
+	cases := map[string]struct {
+		before, after []corev1.Container
+		wantOps       int // -1: any number
+	}{
+		"unchanged":                 {before: []corev1.Container{c("a", "1")}, after: []corev1.Container{c("a", "1")}, wantOps: 0},
+		"insert first":              {before: []corev1.Container{c("a", "1"), c("b", "1")}, after: []corev1.Container{c("l", "1"), c("a", "1"), c("b", "1")}, wantOps: 1},
+		"replace in the middle":     {before: []corev1.Container{c("a", "1"), c("l", "1"), c("b", "1")}, after: []corev1.Container{c("a", "1"), c("l", "2"), c("b", "1")}, wantOps: 1},
+		"remove first":              {before: []corev1.Container{c("l", "1"), c("a", "1")}, after: []corev1.Container{c("a", "1")}, wantOps: 1},
+		"remove the only one":       {before: []corev1.Container{c("l", "1")}, after: nil, wantOps: 1},
+		"add to an empty list":      {before: nil, after: []corev1.Container{c("l", "1")}, wantOps: 1},
+		"reordered: whole list":     {before: []corev1.Container{c("a", "1"), c("b", "1")}, after: []corev1.Container{c("b", "1"), c("a", "1")}, wantOps: 1},
+		"insert and remove at once": {before: []corev1.Container{c("x", "1"), c("a", "1")}, after: []corev1.Container{c("l", "1"), c("a", "1")}, wantOps: -1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ops := namedListOps(nil, "/list", tc.before, tc.after, func(c corev1.Container) string { return c.Name })
+			if tc.wantOps >= 0 && len(ops) != tc.wantOps {
+				t.Errorf("got %d operations %+v, want %d", len(ops), ops, tc.wantOps)
+			}
+			doc, err := json.Marshal(map[string]any{"list": tc.before})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tc.before) == 0 {
+				doc = []byte(`{}`)
+			}
+			patch, err := encodePatch(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := jsonpatch.DecodePatch(patch)
+			if err != nil {
+				t.Fatalf("decoding %s: %v", patch, err)
+			}
+			out, err := p.Apply(doc)
+			if err != nil {
+				t.Fatalf("applying %s to %s: %v", patch, doc, err)
+			}
+			var got struct{ List []corev1.Container }
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.after, got.List, cmpEmptyAsNil); diff != "" {
+				t.Errorf("patched list (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAppendOnlyOps checks appends and the whole-list fallback.
+func TestAppendOnlyOps(t *testing.T) {
+	tol := func(k string) corev1.Toleration {
+		return corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists}
+	}
+	if ops := appendOnlyOps(nil, "/t", []corev1.Toleration{tol("a")}, []corev1.Toleration{tol("a"), tol("g")}); len(ops) != 1 || ops[0].Path != "/t/-" {
+		t.Errorf("append: got %+v, want one add at /t/-", ops)
+	}
+	if ops := appendOnlyOps(nil, "/t", nil, []corev1.Toleration{tol("g")}); len(ops) != 1 || ops[0].Path != "/t" {
+		t.Errorf("first item: got %+v, want the list added whole", ops)
+	}
+	if ops := appendOnlyOps(nil, "/t", []corev1.Toleration{tol("a")}, []corev1.Toleration{tol("b")}); len(ops) != 1 || ops[0].Path != "/t" {
+		t.Errorf("changed item: got %+v, want the list replaced whole", ops)
+	}
+}
+
+var cmpEmptyAsNil = cmp.FilterValues(func(a, b []corev1.Container) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
