@@ -258,14 +258,7 @@ func TestGPUPlacement(t *testing.T) {
 	for name, tc := range cases {
 		for _, kind := range targetKinds {
 			t.Run(name+"/"+kind, func(t *testing.T) {
-				tg := newTarget(kind, builders.Options{})
-				if tc.before != nil {
-					tc.before(tg.PodSpec)
-				}
-				want := tg.PodSpec.DeepCopy()
-				if tc.want != nil {
-					tc.want(want)
-				}
+				tg, want := specTarget(kind, tc.before, tc.want)
 				before := tg.PodSpec.DeepCopy()
 				in := &Input{Operation: Create, Settings: annotations.Settings{GPU: tc.gpu},
 					Container: tc.container, Options: testOptions()}
@@ -274,15 +267,7 @@ func TestGPUPlacement(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Mutate: %v", err)
 				}
-				if changed != tc.wantChanged {
-					t.Errorf("changed = %v, want %v", changed, tc.wantChanged)
-				}
-				if same := cmp.Equal(before, tg.PodSpec); changed == same {
-					t.Errorf("changed = %v, but spec equal before and after = %v", changed, same)
-				}
-				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
-					t.Errorf("pod spec (-want +got):\n%s", diff)
-				}
+				checkSpecChange(t, before, want, tg.PodSpec, changed, tc.wantChanged)
 			})
 		}
 	}

@@ -1,6 +1,9 @@
 package mutators
 
 import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,4 +72,34 @@ func metas(t *Target) []metav1.ObjectMeta {
 		out = append(out, *m.DeepCopy())
 	}
 	return out
+}
+
+// specTarget builds a target of the kind with before applied to its pod
+// spec, and the spec expected after mutation: a copy with want applied.
+func specTarget(kind string, before, want func(*corev1.PodSpec)) (*Target, *corev1.PodSpec) {
+	tg := newTarget(kind, builders.Options{})
+	if before != nil {
+		before(tg.PodSpec)
+	}
+	wantSpec := tg.PodSpec.DeepCopy()
+	if want != nil {
+		want(wantSpec)
+	}
+	return tg, wantSpec
+}
+
+// checkSpecChange checks a mutator's changed report against wantChanged
+// and against whether the spec really changed from before, then the spec
+// against want.
+func checkSpecChange(t *testing.T, before, want, got *corev1.PodSpec, changed, wantChanged bool) {
+	t.Helper()
+	if changed != wantChanged {
+		t.Errorf("changed = %v, want %v", changed, wantChanged)
+	}
+	if same := cmp.Equal(before, got); changed == same {
+		t.Errorf("changed = %v, but spec equal before and after = %v", changed, same)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("pod spec (-want +got):\n%s", diff)
+	}
 }

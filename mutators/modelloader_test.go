@@ -289,14 +289,7 @@ func TestModelLoader(t *testing.T) {
 	for name, tc := range cases {
 		for _, kind := range targetKinds {
 			t.Run(name+"/"+kind, func(t *testing.T) {
-				tg := newTarget(kind, builders.Options{})
-				if tc.before != nil {
-					tc.before(tg.PodSpec)
-				}
-				want := tg.PodSpec.DeepCopy()
-				if tc.want != nil {
-					tc.want(want)
-				}
+				tg, want := specTarget(kind, tc.before, tc.want)
 				opts := testOptions()
 				if tc.options != nil {
 					tc.options(&opts.Loader)

@@ -8,6 +8,8 @@
 package mutators
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -43,12 +45,9 @@ type Target struct {
 // Own declares that modelgate created a part of the pod spec in this pass
 // (see Record.Owns). Mutators declare what they own on every pass.
 func (t *Target) Own(part string) {
-	for _, p := range t.owns {
-		if p == part {
-			return
-		}
+	if !slices.Contains(t.owns, part) {
+		t.owns = append(t.owns, part)
 	}
-	t.owns = append(t.owns, part)
 }
 
 // PodMeta is the metadata of the pod (template): the last template, or the

@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"encoding/json"
+	"slices"
 )
 
 // Record is the value of the modelgate.io/injected annotation: which
@@ -17,14 +18,7 @@ type Record struct {
 }
 
 // Owned reports whether the record says modelgate created the part.
-func (r Record) Owned(part string) bool {
-	for _, p := range r.Owns {
-		if p == part {
-			return true
-		}
-	}
-	return false
-}
+func (r Record) Owned(part string) bool { return slices.Contains(r.Owns, part) }
 
 // String is the record's canonical JSON form.
 func (r Record) String() string {

@@ -41,16 +41,16 @@ const reservedRule = "reserved-metadata"
 // Chain, answering with a JSON patch.
 type Mutating struct {
 	chain mutators.Chain
-	// podUpdate runs on Pod UPDATEs and stamped on Pods a controller
-	// creates from an injected template: only metadata, never the spec.
-	podUpdate  mutators.Chain
-	stamped    mutators.Chain
-	parser     annotations.Parser
-	options    *mutators.Options
-	namespaces NamespaceLabeler
-	excluded   sets.Set[string]
-	trusted    *config.TrustedRequesters
-	metrics    *Metrics
+	// metadataOnly runs on Pod UPDATEs (a Pod's spec is immutable) and on
+	// objects a controller stamps from an injected template: only metadata,
+	// never the spec.
+	metadataOnly mutators.Chain
+	parser       annotations.Parser
+	options      *mutators.Options
+	namespaces   NamespaceLabeler
+	excluded     sets.Set[string]
+	trusted      *config.TrustedRequesters
+	metrics      *Metrics
 }
 
 var _ admission.Handler = (*Mutating)(nil)
@@ -61,17 +61,14 @@ func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mu
 	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
 	excluded.Insert(cfg.Namespace)
 	return &Mutating{
-		chain: mutators.Chain{owner, mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}},
-		// A Pod's spec is immutable once created: an UPDATE only gets its
-		// metadata kept right.
-		podUpdate:  mutators.Chain{owner},
-		stamped:    mutators.Chain{owner},
-		parser:     annotations.Parser{Profiles: cfg.Injection.Profiles},
-		options:    mutatorOptions(&cfg.Injection),
-		namespaces: ns,
-		excluded:   excluded,
-		trusted:    cfg.Injection.TrustedRequesters,
-		metrics:    m,
+		chain:        mutators.Chain{owner, mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}},
+		metadataOnly: mutators.Chain{owner},
+		parser:       annotations.Parser{Profiles: cfg.Injection.Profiles},
+		options:      mutatorOptions(&cfg.Injection),
+		namespaces:   ns,
+		excluded:     excluded,
+		trusted:      cfg.Injection.TrustedRequesters,
+		metrics:      m,
 	}
 }
 
@@ -157,10 +154,9 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	}
 	chain, full := h.chain, true
 	switch {
-	case req.Kind.Kind == "Pod" && op == mutators.Update:
-		chain, full = h.podUpdate, false
-	case isStamped(req.Kind.Kind, op, requester, obj.target):
-		chain, full = h.stamped, false
+	case req.Kind.Kind == "Pod" && op == mutators.Update,
+		isStamped(req.Kind.Kind, op, requester, obj.target):
+		chain, full = h.metadataOnly, false
 	default:
 		idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.options.GPU.ResourceName, paths[len(paths)-1])
 		if ferr != nil {

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/mutators"
 )
 
 // Default values, applied by Default.
@@ -22,11 +24,6 @@ const (
 	DefaultShutdownGracePeriod = 30 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
 	DefaultLoaderImage         = "ghcr.io/modelgate/modelgate:latest"
-	DefaultGPUResource         = "nvidia.com/gpu"
-	DefaultGPUProductLabel     = "nvidia.com/gpu.product"
-	DefaultGPUMemoryLabel      = "nvidia.com/gpu.memory"
-	DefaultGPUTaintKey         = "nvidia.com/gpu"
-	DefaultProbePeriodSeconds  = 5
 )
 
 // DefaultLoaderCommand runs modelgate's own loader.
@@ -123,21 +120,23 @@ func Default(c *Configuration) {
 	if l.Resources == nil {
 		l.Resources = DefaultLoaderResources()
 	}
-	g := &in.GPU
+	// The GPU vendor keys and the probe period default to the mutators'
+	// own defaults (NVIDIA's), so there is one source for them.
+	g, dg := &in.GPU, mutators.DefaultGPUOptions()
 	if g.ResourceName == "" {
-		g.ResourceName = DefaultGPUResource
+		g.ResourceName = string(dg.ResourceName)
 	}
 	if g.ProductLabel == "" {
-		g.ProductLabel = DefaultGPUProductLabel
+		g.ProductLabel = dg.ProductLabel
 	}
 	if g.MemoryLabel == "" {
-		g.MemoryLabel = DefaultGPUMemoryLabel
+		g.MemoryLabel = dg.MemoryLabel
 	}
 	if g.TaintKey == "" {
-		g.TaintKey = DefaultGPUTaintKey
+		g.TaintKey = dg.TaintKey
 	}
 	if in.Probes.PeriodSeconds == 0 {
-		in.Probes.PeriodSeconds = DefaultProbePeriodSeconds
+		in.Probes.PeriodSeconds = mutators.DefaultProbePeriodSeconds
 	}
 }
 
