@@ -49,7 +49,15 @@ func DefaultGPUOptions() GPUOptions {
 // a second requirement. Users who want their own product constraint write
 // modelgate.io/gpu-product rather than a node affinity on the product label.
 //
-// A pod that asks for no GPUs is left alone.
+// What modelgate sets it records in the Injected record (quantities with
+// their value, requirements by label and operator, the toleration), so that
+// a later pass can take it out again: when modelgate.io/gpu goes (or the
+// object opts out) the quantities it set, its requirements and its
+// toleration are removed, and terms or an affinity left empty by that go
+// too; when the product or memory annotation goes, its requirement goes. A
+// quantity the user has since changed is theirs and stays.
+//
+// A pod that asks for no GPUs, and never did, is left alone.
 type GPUPlacement struct{}
 
 var _ Mutator = GPUPlacement{}
@@ -61,7 +69,7 @@ func (GPUPlacement) Name() string { return GPUPlacementName }
 func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	g := in.Settings.GPU
 	if g.Count <= 0 || in.Container == NoContainer {
-		return false, nil
+		return releaseGPU(t, in, nil), nil
 	}
 	if in.Options == nil {
 		return false, errNoOptions
@@ -74,24 +82,82 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-
-	count := *resource.NewQuantity(g.Count, resource.DecimalSI)
-	changed := setQuantity(&c.Resources.Limits, o.ResourceName, count)
-	changed = setQuantity(&c.Resources.Requests, o.ResourceName, count) || changed
-
 	reqs, err := gpuRequirements(g.Products, g.MinMemoryMiB, o)
 	if err != nil {
 		return false, err
 	}
-	changed = requireOnNodes(t.PodSpec, reqs) || changed
 
-	if o.TaintKey != "" && !toleratesTaint(t.PodSpec.Tolerations, o.TaintKey, corev1.TaintEffectNoSchedule) {
-		t.PodSpec.Tolerations = append(t.PodSpec.Tolerations, corev1.Toleration{
-			Key: o.TaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
-		})
-		changed = true
+	count := *resource.NewQuantity(g.Count, resource.DecimalSI)
+	limits := quantityPart(partLimits, c.Name, o.ResourceName, count)
+	requests := quantityPart(partRequests, c.Name, o.ResourceName, count)
+	keep := []string{limits, requests}
+	for _, r := range reqs {
+		keep = append(keep, affinityPart(r))
+	}
+	tolerate := ""
+	if o.TaintKey != "" {
+		tolerate = part(partToleration, string(corev1.TaintEffectNoSchedule), o.TaintKey)
+		keep = append(keep, tolerate)
+	}
+	changed := releaseGPU(t, in, keep)
+
+	changed = ownQuantity(t, in, &c.Resources.Limits, limits, o.ResourceName, count) || changed
+	changed = ownQuantity(t, in, &c.Resources.Requests, requests, o.ResourceName, count) || changed
+	changed = requireOnNodes(t.PodSpec, reqs) || changed
+	for _, r := range reqs {
+		t.Own(affinityPart(r))
+	}
+	if tolerate != "" {
+		changed = ownToleration(t, in, tolerate, o.TaintKey) || changed
 	}
 	return changed, nil
+}
+
+// quantityPart names a resource quantity modelgate set on a container.
+func quantityPart(kind, container string, name corev1.ResourceName, q resource.Quantity) string {
+	return part(kind, container, string(name)+"="+q.String())
+}
+
+// affinityPart names a node requirement modelgate owns.
+func affinityPart(r corev1.NodeSelectorRequirement) string {
+	return part(partNodeAffinity, string(r.Operator), r.Key)
+}
+
+// ownQuantity sets l[name] to q. The quantity is modelgate's (owned) when
+// this pass set it, or an earlier pass did and it is unchanged; a value the
+// user wrote that already equals q stays theirs.
+func ownQuantity(t *Target, in *Input, l *corev1.ResourceList, p string, name corev1.ResourceName, q resource.Quantity) bool {
+	changed := setQuantity(l, name, q)
+	if changed || in.Previous.Owned(p) {
+		t.Own(p)
+	}
+	return changed
+}
+
+// ownToleration adds the GPU taint's toleration unless one that covers it
+// is there; the one an earlier pass added stays modelgate's.
+func ownToleration(t *Target, in *Input, p, key string) bool {
+	spec := t.PodSpec
+	if in.Previous.Owned(p) && slices.ContainsFunc(spec.Tolerations, isGPUToleration(key, corev1.TaintEffectNoSchedule)) {
+		t.Own(p)
+		return false
+	}
+	if toleratesTaint(spec.Tolerations, key, corev1.TaintEffectNoSchedule) {
+		return false
+	}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
+		Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+	})
+	t.Own(p)
+	return true
+}
+
+// isGPUToleration matches exactly the toleration modelgate adds.
+func isGPUToleration(key string, effect corev1.TaintEffect) func(corev1.Toleration) bool {
+	return func(t corev1.Toleration) bool {
+		return t.Key == key && t.Operator == corev1.TolerationOpExists && t.Effect == effect &&
+			t.Value == "" && t.TolerationSeconds == nil
+	}
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,9 +21,9 @@ const ModelLoaderName = "model-loader"
 
 // Parts of the pod spec the model loader creates, as recorded in
 // Record.Owns.
-const (
-	ownLoader = "initContainer/" + LoaderContainerName
-	ownVolume = "volume/" + ModelVolumeName
+var (
+	ownLoader = part(partInitContainer, LoaderContainerName)
+	ownVolume = part(partVolume, ModelVolumeName)
 )
 
 // ModelLoader puts the model into the shared volume model-store and mounts
@@ -40,6 +41,10 @@ const (
 // Credentials reach the loader only, as envFrom the named Secret. A
 // model-loader init container the user wrote is kept as theirs; the volume
 // and the serving mount are still wired.
+//
+// When the model is no longer named (the annotation removed, or the object
+// opted out), the loader and volume an earlier pass created go, with every
+// mount of the volume; when the serving container changes, the mount moves.
 type ModelLoader struct{}
 
 var _ Mutator = ModelLoader{}
@@ -50,32 +55,41 @@ func (ModelLoader) Name() string { return ModelLoaderName }
 // Mutate implements Mutator.
 func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	m := in.Settings.Model
-	if m == nil || in.Container == NoContainer {
-		keepOwned(t, in)
-		return false, nil
+	if m == nil {
+		return removeModel(t, in), nil
+	}
+	if in.Options == nil {
+		return false, errNoOptions
+	}
+	c, err := servingContainer(t, in)
+	if err != nil {
+		return false, err
 	}
 	spec := t.PodSpec
 	volume, subPath, needsLoader := modelVolume(m, in.Options.Loader)
 
-	changed, err := ensureVolume(t, in, volume)
+	changed := releaseMounts(t, in, c.Name)
+	v, err := ensureVolume(t, in, volume)
 	if err != nil {
 		return false, err
 	}
+	changed = v || changed
 	mount := corev1.VolumeMount{Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath, ReadOnly: true}
-	c, err := ensureMount(&spec.Containers[in.Container], mount)
+	v, err = ensureMount(c, mount)
 	if err != nil {
 		return false, err
 	}
-	changed = c || changed
+	t.Own(part(partVolumeMount, c.Name, ModelVolumeName))
+	changed = v || changed
 
-	idx := slices.IndexFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == LoaderContainerName })
+	idx := slices.IndexFunc(spec.InitContainers, isLoader)
 	ours := idx >= 0 && in.Previous.Owned(ownLoader)
 	switch {
 	case idx >= 0 && !ours:
 		// The user's own loader: theirs to run, never touched.
 	case !needsLoader:
 		if ours {
-			spec.InitContainers = slices.Delete(spec.InitContainers, idx, idx+1)
+			spec.InitContainers = deleteAt(spec.InitContainers, idx)
 			changed = true
 		}
 	default:
@@ -93,18 +107,74 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	return changed, nil
 }
 
-// keepOwned declares, when there is no model to inject, the loader and
-// volume an earlier pass created that are still there: they stay
-// modelgate's, so a model named again later updates them instead of
-// taking the volume for the user's and rejecting the object.
-func keepOwned(t *Target, in *Input) {
+func isLoader(c corev1.Container) bool { return c.Name == LoaderContainerName }
+
+// removeModel takes out what an earlier pass created for a model no longer
+// named: the loader, and the model-store volume with every mount of it (a
+// mount of a volume the pod lacks would make the object invalid, so this
+// includes mounts the user added to modelgate's volume).
+func removeModel(t *Target, in *Input) bool {
 	spec := t.PodSpec
-	if in.Previous.Owned(ownVolume) && slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName }) {
-		t.Own(ownVolume)
+	changed := false
+	if i := slices.IndexFunc(spec.InitContainers, isLoader); i >= 0 && in.Previous.Owned(ownLoader) {
+		spec.InitContainers = deleteAt(spec.InitContainers, i)
+		changed = true
 	}
-	if in.Previous.Owned(ownLoader) && slices.ContainsFunc(spec.InitContainers, func(c corev1.Container) bool { return c.Name == LoaderContainerName }) {
-		t.Own(ownLoader)
+	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName })
+	if i < 0 || !in.Previous.Owned(ownVolume) {
+		return changed
 	}
+	spec.Volumes = deleteAt(spec.Volumes, i)
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for j := range list {
+			list[j].VolumeMounts = withoutModelMount(list[j].VolumeMounts)
+		}
+	}
+	return true
+}
+
+// releaseMounts removes the model mounts an earlier pass gave containers
+// other than the serving one (the serving container changed).
+func releaseMounts(t *Target, in *Input, serving string) bool {
+	changed := false
+	for _, rest := range in.Previous.ownedOf(partVolumeMount) {
+		name, _, _ := strings.Cut(rest, "/")
+		if name == serving {
+			continue
+		}
+		if c := containerNamed(t.PodSpec, name); c != nil {
+			before := len(c.VolumeMounts)
+			c.VolumeMounts = withoutModelMount(c.VolumeMounts)
+			changed = changed || len(c.VolumeMounts) != before
+		}
+	}
+	return changed
+}
+
+// withoutModelMount returns the mounts without those of model-store, as a
+// new slice (the caller's snapshot may share the old one's array), nil when
+// none are left.
+func withoutModelMount(mounts []corev1.VolumeMount) []corev1.VolumeMount {
+	if !slices.ContainsFunc(mounts, isModelMount) {
+		return mounts
+	}
+	out := slices.DeleteFunc(slices.Clone(mounts), isModelMount)
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func isModelMount(vm corev1.VolumeMount) bool { return vm.Name == ModelVolumeName }
+
+// deleteAt removes element i, returning nil rather than an empty list, so
+// that a list modelgate created and emptied again is absent, as before.
+func deleteAt[T any](list []T, i int) []T {
+	list = slices.Delete(list, i, i+1)
+	if len(list) == 0 {
+		return nil
+	}
+	return list
 }
 
 // modelVolume returns the model-store volume, the sub path serving

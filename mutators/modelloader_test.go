@@ -148,9 +148,9 @@ const (
 
 var (
 	// owned and volumeOnly are the Record.Owns of a pass with and without
-	// modelgate's loader.
-	owned       = []string{"initContainer/model-loader", "volume/model-store"}
-	volumeOnly  = []string{"volume/model-store"}
+	// modelgate's loader, serving from the container "server".
+	owned       = []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"}
+	volumeOnly  = []string{"volume/model-store", "volumeMount/server/model-store"}
 	llamaLoader = wantLoader(hfLlama, "/models", "", ephemeral("20Gi"))
 )
 
@@ -172,9 +172,6 @@ func TestModelLoader(t *testing.T) {
 		wantInvalid []string
 	}{
 		"no model: unchanged": {},
-		"no serving container: unchanged": {
-			model: modelSettings(hfLlama), container: NoContainer,
-		},
 		"hf model on disk: loader first, sized emptyDir, ephemeral storage": {
 			model: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
 			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
@@ -231,7 +228,7 @@ func TestModelLoader(t *testing.T) {
 		"credentials go to the loader only, never to a serving container": {
 			model: modelSettings(s3Llama, credentials("s3-reader")), container: 1, before: twoContainers,
 			want:        modelInjected(1, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader")), emptyDir("", ""), "/models", ""),
-			wantChanged: true, wantOwns: owned,
+			wantChanged: true, wantOwns: []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"},
 		},
 		"the scheme's loader image overrides the default": {
 			model: modelSettings(s3Llama),
@@ -265,10 +262,24 @@ func TestModelLoader(t *testing.T) {
 			want:        modelInjected(0, nil, claimVolume("models", true), "/models", "llama/v3"),
 			wantChanged: true, wantOwns: volumeOnly,
 		},
-		"the model removed: what modelgate created stays, still its own": {
-			earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
-			want:     modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""),
-			wantOwns: owned,
+		"the model removed: what modelgate created goes": {
+			earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup, wantChanged: true,
+		},
+		"the model removed: every mount of modelgate's volume goes, the user's loader stays": {
+			earlier: modelSettings(hfLlama, sized("20Gi")), container: 1,
+			before: func(s *corev1.PodSpec) {
+				twoContainers(s)
+				s.InitContainers = append(s.InitContainers, *userLoader.DeepCopy())
+				// The user's loader and proxy use modelgate's volume too.
+				for _, c := range []*corev1.Container{&s.InitContainers[0], &s.Containers[0]} {
+					c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "model-store", MountPath: "/data"})
+				}
+			},
+			want: func(s *corev1.PodSpec) {
+				s.InitContainers[0].VolumeMounts = nil
+				s.Containers[0].VolumeMounts = nil
+			},
+			wantChanged: true,
 		},
 		"the user's model-store volume is a name clash": {
 			model: modelSettings(hfLlama),

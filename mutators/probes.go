@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -85,8 +87,8 @@ func DefaultProbePresets() map[annotations.EngineName]ProbePreset {
 // modelgate adds only what is missing. What it added itself it records in
 // the Injected record (Target.Own) and updates on a later pass, so changing
 // modelgate.io/port or the warm-up timeout of an injected workload moves the
-// probes along. A workload that names no engine (a training Job, say) gets
-// nothing.
+// probes along, and removing modelgate.io/engine (or opting out) removes
+// them. A workload that names no engine (a training Job, say) gets nothing.
 type ServingProbes struct{}
 
 var _ Mutator = ServingProbes{}
@@ -98,7 +100,7 @@ func (ServingProbes) Name() string { return ServingProbesName }
 func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	s := in.Settings.Serving
 	if s.Engine == "" || in.Container == NoContainer {
-		return false, nil
+		return releaseProbes(t, in, ""), nil
 	}
 	if in.Options == nil {
 		return false, errNoOptions
@@ -120,9 +122,10 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 		warmup = annotations.DefaultWarmupTimeoutSeconds
 	}
 
-	changed := setProbe(t, in, &c.ReadinessProbe, "readinessProbe/"+c.Name,
-		httpProbe(path, port, period, readinessFailureThreshold))
-	changed = setProbe(t, in, &c.StartupProbe, "startupProbe/"+c.Name,
+	changed := releaseProbes(t, in, c.Name)
+	changed = setProbe(t, in, &c.ReadinessProbe, part(partReadinessProbe, c.Name),
+		httpProbe(path, port, period, readinessFailureThreshold)) || changed
+	changed = setProbe(t, in, &c.StartupProbe, part(partStartupProbe, c.Name),
 		httpProbe(path, port, period, startupThreshold(warmup, period))) || changed
 	changed = declarePort(t, in, c, port) || changed
 	return changed, nil
@@ -195,11 +198,8 @@ func setProbe(t *Target, in *Input, slot **corev1.Probe, part string, want *core
 func declarePort(t *Target, in *Input, c *corev1.Container, port int32) bool {
 	// A port is known by its number and name: a port the user declares
 	// later with modelgate's number is not mistaken for modelgate's.
-	part := func(p corev1.ContainerPort) string {
-		return fmt.Sprintf("containerPort/%s/%d/%s", c.Name, p.ContainerPort, p.Name)
-	}
 	ours := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
-		return isTCP(p) && in.Previous.Owned(part(p))
+		return isTCP(p) && in.Previous.Owned(portPart(c.Name, p))
 	})
 	declared := false
 	for i, p := range c.Ports {
@@ -217,13 +217,60 @@ func declarePort(t *Target, in *Input, c *corev1.Container, port int32) bool {
 		p := &c.Ports[ours]
 		changed := p.ContainerPort != port
 		p.ContainerPort = port
-		t.Own(part(*p))
+		t.Own(portPart(c.Name, *p))
 		return changed
 	}
 	p := corev1.ContainerPort{Name: servingPortName(c.Ports), ContainerPort: port, Protocol: corev1.ProtocolTCP}
 	c.Ports = append(c.Ports, p)
-	t.Own(part(p))
+	t.Own(portPart(c.Name, p))
 	return true
+}
+
+// portPart names a port modelgate declared, by number and name: a port the
+// user declares later with modelgate's number is not mistaken for
+// modelgate's.
+func portPart(container string, p corev1.ContainerPort) string {
+	return part(partContainerPort, container, strconv.Itoa(int(p.ContainerPort)), p.Name)
+}
+
+// releaseProbes removes the probes and port an earlier pass added to
+// containers other than serving (all of them when serving is ""): the
+// engine was removed, or the serving container changed. It reports whether
+// the spec changed.
+func releaseProbes(t *Target, in *Input, serving string) bool {
+	changed := false
+	for _, kind := range []string{partReadinessProbe, partStartupProbe} {
+		for _, name := range in.Previous.ownedOf(kind) {
+			c := containerNamed(t.PodSpec, name)
+			if name == serving || c == nil {
+				continue
+			}
+			slot := &c.ReadinessProbe
+			if kind == partStartupProbe {
+				slot = &c.StartupProbe
+			}
+			changed = changed || *slot != nil
+			*slot = nil
+		}
+	}
+	for _, rest := range in.Previous.ownedOf(partContainerPort) {
+		name, _, _ := strings.Cut(rest, "/")
+		c := containerNamed(t.PodSpec, name)
+		if name == serving || c == nil {
+			continue
+		}
+		owned := func(p corev1.ContainerPort) bool {
+			return isTCP(p) && portPart(name, p) == part(partContainerPort, rest)
+		}
+		if slices.ContainsFunc(c.Ports, owned) {
+			c.Ports = slices.DeleteFunc(slices.Clone(c.Ports), owned)
+			if len(c.Ports) == 0 {
+				c.Ports = nil
+			}
+			changed = true
+		}
+	}
+	return changed
 }
 
 func isTCP(p corev1.ContainerPort) bool {

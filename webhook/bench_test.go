@@ -215,7 +215,7 @@ func BenchmarkTargeted(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, in := f.next()
-				snap := takeSnapshot(d.target, in.Container)
+				snap := takeSnapshot(d.target, in.Container, mutators.PreviousRecord(d.target, in.Old))
 				if _, err := benchChain.Apply(d.target, in); err != nil {
 					b.Fatal(err)
 				}

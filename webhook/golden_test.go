@@ -6,16 +6,20 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -144,4 +148,106 @@ func (g goldenInput) request(op admissionv1.Operation, raw, oldRaw []byte) admis
 	r := request(g.kind, op, goldenNamespace, raw, oldRaw, alice, "system:authenticated")
 	r.Name = g.name
 	return r
+}
+
+// TestGoldenOptOut removes the opt-in from each golden output, as a user
+// would on a workload modelgate injected, and admits that UPDATE: what
+// modelgate injected goes, with the record, and the object is its input
+// again but for the owner metadata, which stays as the record of who made
+// it. A Pod's spec cannot change after creation: its opt-out patches
+// nothing.
+func TestGoldenOptOut(t *testing.T) {
+	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs in %s (err %v)", goldenDir, err)
+	}
+	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
+	ctx := context.Background()
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			obj := readGoldenInput(t, in)
+			outYAML, err := os.ReadFile(filepath.Join(goldenDir, name+".out.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := yaml.YAMLToJSON(outYAML)
+			if err != nil {
+				t.Fatal(err)
+			}
+			optOut := editMetas(t, obj.kind, out, func(m *metav1.ObjectMeta) { delete(m.Annotations, annotations.Inject) })
+
+			resp := h.Handle(ctx, obj.request(admissionv1.Update, optOut, out))
+			if !resp.Allowed {
+				t.Fatalf("opt-out denied: %+v", resp.Result)
+			}
+			if obj.kind == "Pod" {
+				if len(patchesOf(resp)) > 0 {
+					t.Errorf("a Pod's opt-out patched %s; its spec cannot change", toJSON(t, patchesOf(resp)))
+				}
+				return
+			}
+			reverted := applyPatch(t, optOut, resp)
+
+			owners := metasOf(t, obj.kind, out)
+			for i, m := range metasOf(t, obj.kind, reverted) {
+				if got, want := m.Labels[annotations.OwnerLabel], owners[i].Labels[annotations.OwnerLabel]; got != want || got == "" {
+					t.Errorf("metadata %d owner label %q, want %q kept", i, got, want)
+				}
+			}
+			withoutOwner := func(m *metav1.ObjectMeta) {
+				delete(m.Annotations, annotations.Inject)
+				delete(m.Annotations, annotations.OwnerFull)
+				delete(m.Labels, annotations.OwnerLabel)
+				delete(m.Labels, annotations.TeamLabel)
+			}
+			// The user's own mounts of modelgate's volume go with it (the
+			// user-loader case): left behind, they would make the object
+			// invalid.
+			want := decodeAs(t, obj.kind, withoutModelMounts(t, obj.kind, editMetas(t, obj.kind, obj.raw, withoutOwner)))
+			got := decodeAs(t, obj.kind, editMetas(t, obj.kind, reverted, withoutOwner))
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("opted-out object differs from the input (-input +reverted):\n%s", diff)
+			}
+
+			again := h.Handle(ctx, obj.request(admissionv1.Update, reverted, reverted))
+			if !again.Allowed || len(patchesOf(again)) > 0 {
+				t.Errorf("updating the opted-out object: allowed=%v patches=%s, want allowed without a patch",
+					again.Allowed, toJSON(t, patchesOf(again)))
+			}
+		})
+	}
+}
+
+// editMetas applies edit to the object's metadata and every template's,
+// and returns the object's JSON.
+func editMetas(t *testing.T, kind string, raw []byte, edit func(*metav1.ObjectMeta)) []byte {
+	t.Helper()
+	d, err := decoders[gvks[kind]](raw)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", kind, err)
+	}
+	for _, m := range d.target.Metas() {
+		edit(m)
+	}
+	return toJSON(t, d.obj)
+}
+
+// withoutModelMounts removes every mount of model-store from the object's
+// containers and init containers, and returns the object's JSON.
+func withoutModelMounts(t *testing.T, kind string, raw []byte) []byte {
+	t.Helper()
+	d, err := decoders[gvks[kind]](raw)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", kind, err)
+	}
+	spec := d.target.PodSpec
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			list[i].VolumeMounts = slices.DeleteFunc(list[i].VolumeMounts, func(vm corev1.VolumeMount) bool {
+				return vm.Name == mutators.ModelVolumeName
+			})
+		}
+	}
+	return toJSON(t, d.obj)
 }

@@ -10,6 +10,7 @@ import (
 // Outcomes of a mutating review, the values of the outcome metric label.
 const (
 	outcomeInjected   = "injected"    // patched
+	outcomeReverted   = "reverted"    // opted out: what modelgate injected taken out
 	outcomeUnchanged  = "unchanged"   // opted in, nothing left to change
 	outcomeSkipped    = "skipped"     // not opted in, or an excluded namespace
 	outcomeInvalid    = "invalid"     // malformed annotations

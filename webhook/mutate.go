@@ -45,12 +45,15 @@ type Mutating struct {
 	// objects a controller stamps from an injected template: only metadata,
 	// never the spec.
 	metadataOnly mutators.Chain
-	parser       annotations.Parser
-	options      *mutators.Options
-	namespaces   NamespaceLabeler
-	excluded     sets.Set[string]
-	trusted      *config.TrustedRequesters
-	metrics      *Metrics
+	// revert takes out what the chain injected from objects that no
+	// longer opt in; owner metadata stays, as the record of who made them.
+	revert     mutators.Chain
+	parser     annotations.Parser
+	options    *mutators.Options
+	namespaces NamespaceLabeler
+	excluded   sets.Set[string]
+	trusted    *config.TrustedRequesters
+	metrics    *Metrics
 }
 
 var _ admission.Handler = (*Mutating)(nil)
@@ -58,11 +61,13 @@ var _ admission.Handler = (*Mutating)(nil)
 // NewMutating builds the handler from a configuration snapshot.
 func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mutating {
 	owner := mutators.OwnerMetadata{}
+	spec := mutators.Chain{mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}}
 	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
 	excluded.Insert(cfg.Namespace)
 	return &Mutating{
-		chain:        mutators.Chain{owner, mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}},
+		chain:        append(mutators.Chain{owner}, spec...),
 		metadataOnly: mutators.Chain{owner},
+		revert:       spec,
 		parser:       annotations.Parser{Profiles: cfg.Injection.Profiles},
 		options:      mutatorOptions(&cfg.Injection),
 		namespaces:   ns,
@@ -133,13 +138,6 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	}
 
 	requester := requesterFrom(req.UserInfo, h.trusted)
-	if !annotations.Decide(settings.Choice, nsLabels) {
-		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
-			return forbidden(reservedRule, errs), outcomeForbidden
-		}
-		return admission.Allowed("not opted in"), outcomeSkipped
-	}
-
 	in := &mutators.Input{
 		Operation:       op,
 		Namespace:       req.Namespace,
@@ -152,11 +150,26 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	if old != nil {
 		in.Old = old.target.Object
 	}
-	chain, full := h.chain, true
+	specFrozen := req.Kind.Kind == "Pod" && op == mutators.Update
+	stamped := isStamped(req.Kind.Kind, op, requester, obj.target)
+	if !annotations.Decide(settings.Choice, nsLabels) {
+		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
+			return forbidden(reservedRule, errs), outcomeForbidden
+		}
+		// An object that opted out after modelgate injected it gets what
+		// modelgate created taken out again. A Pod's spec cannot change
+		// after creation, and an object a controller stamps from a
+		// template follows the template.
+		if !specFrozen && !stamped && mutators.HasRecord(obj.target, in.Old) {
+			return h.mutate(req, obj, h.revert, modeRevert, in)
+		}
+		return admission.Allowed("not opted in"), outcomeSkipped
+	}
+
+	chain, mode := h.chain, modeInject
 	switch {
-	case req.Kind.Kind == "Pod" && op == mutators.Update,
-		isStamped(req.Kind.Kind, op, requester, obj.target):
-		chain, full = h.metadataOnly, false
+	case specFrozen, stamped:
+		chain, mode = h.metadataOnly, modeMetadata
 	default:
 		idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.options.GPU.ResourceName, paths[len(paths)-1])
 		if ferr != nil {
@@ -167,8 +180,21 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	if len(errs) > 0 {
 		return invalid(gk, req.Name, errs), outcomeInvalid
 	}
-	return h.mutate(req, obj, chain, full, in)
+	return h.mutate(req, obj, chain, mode, in)
 }
+
+// mode is what a pass of the handler does.
+type mode int
+
+const (
+	// modeInject runs the full chain and writes the Injected record.
+	modeInject mode = iota
+	// modeMetadata runs the owner metadata only, on objects whose spec
+	// modelgate must not change.
+	modeMetadata
+	// modeRevert takes out what modelgate injected and the record.
+	modeRevert
+)
 
 // isStamped reports whether a CREATE is a controller stamping out an
 // already-injected template (a ReplicaSet's Pod, a CronJob's Job): such
@@ -197,18 +223,22 @@ func onlyInject(errs field.ErrorList) field.ErrorList {
 // mutate runs the chain over the decoded object and answers with the patch
 // between the object before and after, both marshalled from the same typed
 // value, so fields this build of modelgate does not know are never touched.
-func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, full bool, in *mutators.Input) (admission.Response, string) {
-	snap := takeSnapshot(obj.target, in.Container)
-	// Only a full injection writes the record; the metadata-only chains
-	// leave the record the object carries as it is.
+func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, m mode, in *mutators.Input) (admission.Response, string) {
+	snap := takeSnapshot(obj.target, in.Container, mutators.PreviousRecord(obj.target, in.Old))
 	var (
-		res mutators.Result
-		err error
+		changed []string
+		err     error
 	)
-	if full {
+	switch m {
+	case modeInject:
+		var res mutators.Result
 		res, err = chain.Apply(obj.target, in)
-	} else {
-		res.Changed, err = chain.Run(obj.target, in)
+		changed = res.Changed
+	case modeMetadata:
+		// The metadata-only chain leaves the record the object carries.
+		changed, err = chain.Run(obj.target, in)
+	case modeRevert:
+		changed, err = chain.Revert(obj.target, in)
 	}
 	if err != nil {
 		if ie, ok := errors.AsType[*mutators.InvalidError](err); ok {
@@ -218,12 +248,18 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 	}
 	ops := buildPatch(snap, obj.target, obj.paths)
 	if len(ops) == 0 {
+		if m == modeRevert {
+			return admission.Allowed("not opted in"), outcomeSkipped
+		}
 		return admission.Allowed("already injected"), outcomeUnchanged
 	}
 	patch, err := encodePatch(ops)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
-	h.metrics.changed(req.Kind.Kind, res.Changed)
-	return patchResponse(patch), outcomeInjected
+	h.metrics.changed(req.Kind.Kind, changed)
+	if m == modeRevert {
+		return patchResponse(patch, "reverted"), outcomeReverted
+	}
+	return patchResponse(patch, "injected"), outcomeInjected
 }

@@ -27,10 +27,11 @@ import (
 //
 // The sections are, for every metadata the target carries, its labels and
 // annotations; in the pod spec, initContainers, volumes, tolerations and
-// affinity; and in the serving container, resources, volumeMounts, ports,
-// readinessProbe and startupProbe. A mutator must change nothing else: the
-// golden tests (webhook/testdata/golden) check the patch against whole
-// expected objects.
+// affinity; and in the serving container, in every container the previous
+// Injected record names and in every container that mounts model-store,
+// resources, volumeMounts, ports, readinessProbe and startupProbe. A
+// mutator must change nothing else: the golden tests
+// (webhook/testdata/golden) check the patch against whole expected objects.
 
 // snapshot holds copies of the mutable sections taken before the chain.
 type snapshot struct {
@@ -39,12 +40,12 @@ type snapshot struct {
 	volumes             []corev1.Volume
 	tolerations         []corev1.Toleration
 	affinity            *corev1.Affinity
-	container           int
-	serving             containerSections
+	containers          []containerSections
 }
 
-// containerSections are the serving container's mutable fields.
+// containerSections are a container's mutable fields, and its index.
 type containerSections struct {
+	index          int
 	resources      corev1.ResourceRequirements
 	volumeMounts   []corev1.VolumeMount
 	ports          []corev1.ContainerPort
@@ -52,8 +53,9 @@ type containerSections struct {
 	startupProbe   *corev1.Probe
 }
 
-func takeSections(c *corev1.Container) containerSections {
+func takeSections(i int, c *corev1.Container) containerSections {
 	return containerSections{
+		index:          i,
 		resources:      *c.Resources.DeepCopy(),
 		volumeMounts:   slices.Clone(c.VolumeMounts),
 		ports:          slices.Clone(c.Ports),
@@ -63,14 +65,15 @@ func takeSections(c *corev1.Container) containerSections {
 }
 
 // takeSnapshot copies the sections. Slices are cloned (mutators replace
-// their elements whole); affinity and the serving container's sections,
-// which mutators edit in place, are deep-copied.
-func takeSnapshot(t *mutators.Target, container int) *snapshot {
+// their elements whole); affinity and the containers' sections, which
+// mutators edit in place, are deep-copied. serving is the serving
+// container's index (or mutators.NoContainer) and prev the record the
+// object carried before the chain.
+func takeSnapshot(t *mutators.Target, serving int, prev mutators.Record) *snapshot {
 	metas := t.Metas()
 	s := &snapshot{
 		labels:      make([]map[string]string, len(metas)),
 		annotations: make([]map[string]string, len(metas)),
-		container:   container,
 	}
 	for i, m := range metas {
 		s.labels[i] = maps.Clone(m.Labels)
@@ -81,10 +84,18 @@ func takeSnapshot(t *mutators.Target, container int) *snapshot {
 	s.volumes = slices.Clone(spec.Volumes)
 	s.tolerations = slices.Clone(spec.Tolerations)
 	s.affinity = spec.Affinity.DeepCopy()
-	if container >= 0 && container < len(spec.Containers) {
-		s.serving = takeSections(&spec.Containers[container])
+	recorded := prev.Containers()
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if i == serving || slices.Contains(recorded, c.Name) || mountsModel(c) {
+			s.containers = append(s.containers, takeSections(i, c))
+		}
 	}
 	return s
+}
+
+func mountsModel(c *corev1.Container) bool {
+	return slices.ContainsFunc(c.VolumeMounts, func(vm corev1.VolumeMount) bool { return vm.Name == mutators.ModelVolumeName })
 }
 
 // buildPatch compares the target with the snapshot and returns the JSON
@@ -106,25 +117,28 @@ func buildPatch(s *snapshot, t *mutators.Target, metaPaths []*field.Path) []json
 	if !equality.Semantic.DeepEqual(s.affinity, spec.Affinity) {
 		ops = fieldOp(ops, specPath+"/affinity", s.affinity != nil, spec.Affinity != nil, spec.Affinity)
 	}
-	if i := s.container; i >= 0 && i < len(spec.Containers) {
-		c := &spec.Containers[i]
-		cp := specPath + "/containers/" + strconv.Itoa(i)
-		before := s.serving
-		if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
-			ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
-		}
-		if !equality.Semantic.DeepEqual(before.volumeMounts, c.VolumeMounts) {
-			ops = fieldOp(ops, cp+"/volumeMounts", len(before.volumeMounts) > 0, len(c.VolumeMounts) > 0, c.VolumeMounts)
-		}
-		if !equality.Semantic.DeepEqual(before.ports, c.Ports) {
-			ops = fieldOp(ops, cp+"/ports", len(before.ports) > 0, len(c.Ports) > 0, c.Ports)
-		}
-		if !equality.Semantic.DeepEqual(before.readinessProbe, c.ReadinessProbe) {
-			ops = fieldOp(ops, cp+"/readinessProbe", before.readinessProbe != nil, c.ReadinessProbe != nil, c.ReadinessProbe)
-		}
-		if !equality.Semantic.DeepEqual(before.startupProbe, c.StartupProbe) {
-			ops = fieldOp(ops, cp+"/startupProbe", before.startupProbe != nil, c.StartupProbe != nil, c.StartupProbe)
-		}
+	for _, before := range s.containers {
+		ops = containerOps(ops, specPath+"/containers/"+strconv.Itoa(before.index), before, &spec.Containers[before.index])
+	}
+	return ops
+}
+
+// containerOps patches the mutable sections of one container.
+func containerOps(ops []jsonpatch.Operation, cp string, before containerSections, c *corev1.Container) []jsonpatch.Operation {
+	if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
+		ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
+	}
+	if !equality.Semantic.DeepEqual(before.volumeMounts, c.VolumeMounts) {
+		ops = fieldOp(ops, cp+"/volumeMounts", len(before.volumeMounts) > 0, len(c.VolumeMounts) > 0, c.VolumeMounts)
+	}
+	if !equality.Semantic.DeepEqual(before.ports, c.Ports) {
+		ops = fieldOp(ops, cp+"/ports", len(before.ports) > 0, len(c.Ports) > 0, c.Ports)
+	}
+	if !equality.Semantic.DeepEqual(before.readinessProbe, c.ReadinessProbe) {
+		ops = fieldOp(ops, cp+"/readinessProbe", before.readinessProbe != nil, c.ReadinessProbe != nil, c.ReadinessProbe)
+	}
+	if !equality.Semantic.DeepEqual(before.startupProbe, c.StartupProbe) {
+		ops = fieldOp(ops, cp+"/startupProbe", before.startupProbe != nil, c.StartupProbe != nil, c.StartupProbe)
 	}
 	return ops
 }
@@ -245,9 +259,9 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 }
 
 // patchResponse allows the request with a JSON patch already encoded.
-func patchResponse(patch []byte) admission.Response {
+func patchResponse(patch []byte, reason string) admission.Response {
 	pt := admissionv1.PatchTypeJSONPatch
-	resp := admission.Allowed("injected")
+	resp := admission.Allowed(reason)
 	resp.Patch = patch
 	resp.PatchType = &pt
 	return resp
