@@ -50,16 +50,25 @@ help: ## Show this help.
 
 ##@ Development
 
+## Packages whose markers controller-gen reads. MARKER_PATHS holds the
+## +kubebuilder:webhook and +kubebuilder:rbac markers; separate packages with
+## ";" (e.g. ./webhook/...;./validators/...) when another package gains some.
+## API_PATHS holds the CRD types (CRDs and deepcopy).
+MARKER_PATHS := ./webhook/...
+API_PATHS := ./api/...
+
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate webhook configuration and RBAC from the code's markers.
-	$(CONTROLLER_GEN) rbac:roleName=modelgate webhook paths="./webhook/..." \
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs, webhook configuration and RBAC from the code's markers.
+	$(CONTROLLER_GEN) rbac:roleName=modelgate webhook paths="$(MARKER_PATHS)" \
 		output:webhook:artifacts:config=config/webhook output:rbac:artifacts:config=config/rbac
+	@# controller-gen never deletes a CRD: start empty, so that a removed or
+	@# renamed type leaves no stale file behind (make verify sees the change).
+	rm -f config/crd/bases/*.yaml
+	$(CONTROLLER_GEN) crd paths="$(API_PATHS)" output:crd:artifacts:config=config/crd/bases
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
-	@if compgen -G "api/v*" >/dev/null; then \
-		$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."; \
-	else echo "no API versions yet: nothing to generate"; fi
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="$(API_PATHS)"
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -74,10 +83,11 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run $(GO_PACKAGES)
 
 .PHONY: verify
-verify: manifests generate ## Fail when generated files are stale or code is not gofmt'ed.
+verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deepcopy, webhook, RBAC) are stale, the install does not render, or code is not gofmt'ed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@git diff --exit-code -- config api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- config api)" || { git status --porcelain -- config api; echo "untracked generated files: commit them"; exit 1; }
+	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 
 ##@ Test
 
