@@ -1,0 +1,61 @@
+# allowed-gpu-products: GPU workloads may only ask for the GPU products a
+# namespace is allowed to use, and optionally must name one.
+#
+# The products a workload asks for are input.workload.gpu.products: the
+# modelgate.io/gpu-product annotation, else the In values of the GPU product
+# label in the pod's required node affinity. Each product not allowed is one
+# violation. Products are node label values and are compared exactly.
+#
+# Parameters:
+#   products        products allowed in every namespace without its own list;
+#                   empty or absent: any product
+#   namespaces      namespace name -> list of products; replaces products in
+#                   that namespace (an empty list there allows any product)
+#   requireProduct  when true, a workload asking for GPUs must name at least
+#                   one product (default false)
+#
+#   {"products": ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"],
+#    "namespaces": {"sandbox": ["NVIDIA-L4"]},
+#    "requireProduct": true}
+#
+# Not covered: the number of GPUs (see max-gpus-per-pod), GPU memory
+# (modelgate.io/gpu-memory), preferred (soft) node affinity, nodeSelector
+# and nodeName, which can also land a pod on a given product.
+package modelgate.library.allowed_gpu_products
+
+default_products := object.get(input, ["parameters", "products"], [])
+
+# allowed is the product list for the workload's namespace; empty means any.
+allowed := object.get(input, ["parameters", "namespaces", input.workload.namespace], default_products)
+
+deny contains msg if {
+	count(allowed) > 0
+	some product in input.workload.gpu.products
+	not product in allowed
+	msg := sprintf("requested GPU product %q is not allowed in namespace %q; allowed products: %s", [
+		product,
+		input.workload.namespace,
+		quoted(allowed),
+	])
+}
+
+deny contains msg if {
+	object.get(input, ["parameters", "requireProduct"], false) == true
+	input.workload.gpu.count > 0
+	count(input.workload.gpu.products) == 0
+	msg := sprintf("pod asks for %s but names no GPU product; set modelgate.io/gpu-product%s", [
+		gpus(input.workload.gpu.count),
+		choices,
+	])
+}
+
+# choices lists the products to pick from, when the list is restricted.
+choices := sprintf(" to one of %s (allowed in namespace %q)", [quoted(allowed), input.workload.namespace]) if {
+	count(allowed) > 0
+} else := ""
+
+quoted(names) := concat(", ", [sprintf("%q", [n]) | some n in names])
+
+gpus(n) := "1 GPU" if {
+	n == 1
+} else := sprintf("%v GPUs", [n])

@@ -1,0 +1,62 @@
+# max-gpus-per-pod: caps the number of GPUs one pod may ask for, with
+# per-namespace limits.
+#
+# A pod's GPUs are input.workload.gpu.count: the sum over its containers, or
+# its largest init container when that asks for more. For a Deployment,
+# StatefulSet, Job or CronJob the limit applies to each pod of the template.
+# It applies on CREATE and UPDATE alike.
+#
+# Parameters:
+#   max         GPUs a pod may ask for in any namespace without its own
+#               limit (default 8)
+#   namespaces  namespace name -> limit; replaces max in that namespace
+#               (higher or lower)
+#
+#   {"max": 8, "namespaces": {"research": 16, "sandbox": 1}}
+#
+# Not covered: GPUs summed over replicas or over a namespace (use a
+# ResourceQuota on requests.nvidia.com/gpu), GPU slices exposed under other
+# resource names (MIG profiles), and the parameters' types: a max that is not
+# a number is not reported.
+package modelgate.library.max_gpus_per_pod
+
+default_max := object.get(input, ["parameters", "max"], 8)
+
+# allowed is the limit in the workload's namespace.
+allowed := object.get(input, ["parameters", "namespaces", input.workload.namespace], default_max)
+
+deny contains msg if {
+	input.workload.gpu.count > allowed
+	msg := sprintf("%s asks for %s; %s per pod in namespace %q", [
+		asker,
+		gpus(input.workload.gpu.count),
+		at_most(allowed),
+		input.workload.namespace,
+	])
+}
+
+# holders are the containers that ask for GPUs, in spec order.
+holders := array.concat(
+	[{"who": sprintf("container %q", [c.name]), "gpus": c.gpus} |
+		some c in input.workload.containers
+		c.gpus > 0
+	],
+	[{"who": sprintf("init container %q", [c.name]), "gpus": c.gpus} |
+		some c in input.workload.initContainers
+		c.gpus > 0
+	],
+)
+
+# asker names who asks for the GPUs: the one container that does, or the pod
+# with each container's share.
+asker := holders[0].who if {
+	count(holders) == 1
+} else := sprintf("pod (%s)", [concat(", ", [sprintf("%s: %v", [h.who, h.gpus]) | some h in holders])])
+
+at_most(n) := "at most 1 is allowed" if {
+	n == 1
+} else := sprintf("at most %v are allowed", [n])
+
+gpus(n) := "1 GPU" if {
+	n == 1
+} else := sprintf("%v GPUs", [n])

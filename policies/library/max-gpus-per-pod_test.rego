@@ -1,0 +1,103 @@
+package modelgate.library.max_gpus_per_pod_test
+
+import data.modelgate.library.max_gpus_per_pod as policy
+
+# review builds an admission input in the contract's shape around a workload
+# whose containers ask for the given GPUs.
+review(containers, params) := {
+	"workload": object.union(base, {
+		"containers": containers,
+		"gpu": {"resource": "nvidia.com/gpu", "count": sum([c.gpus | some c in containers]), "products": [], "memoryMiB": 0},
+	}),
+	"object": {"kind": "Deployment"},
+	"oldObject": null,
+	"parameters": params,
+}
+
+base := {
+	"kind": "Deployment", "apiVersion": "apps/v1",
+	"name": "llama", "namespace": "team-a",
+	"operation": "CREATE",
+	"labels": {}, "annotations": {}, "podLabels": {}, "podAnnotations": {},
+	"userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"], "uid": ""},
+	"namespaceLabels": {"modelgate.io/team": "nlp"},
+	"owner": "alice_example.com", "team": "nlp", "injected": true,
+	"servingContainer": "vllm",
+	"hostNetwork": false, "hostPID": false, "hostIPC": false,
+	"containers": [], "initContainers": [],
+	"gpu": {"resource": "nvidia.com/gpu", "count": 0, "products": [], "memoryMiB": 0},
+	"model": null, "engine": "vllm", "serving": true,
+}
+
+container(name, gpus) := {
+	"name": name, "image": "vllm/vllm-openai:v0.6.0", "gpus": gpus,
+	"resources": {"limits": {"nvidia.com/gpu": format_int(gpus, 10)}, "requests": {"nvidia.com/gpu": format_int(gpus, 10)}},
+	"securityContext": {}, "privileged": false, "ports": [8000],
+	"readinessProbe": true, "startupProbe": true, "livenessProbe": false,
+}
+
+in_namespace(r, ns) := object.union(r, {"workload": {"namespace": ns}})
+
+update(r) := object.union(r, {"workload": {"operation": "UPDATE"}, "oldObject": {"kind": "Deployment"}})
+
+test_allows_up_to_the_default_max if {
+	count(policy.deny) == 0 with input as review([container("vllm", 8)], {})
+}
+
+test_allows_a_cpu_only_pod if {
+	count(policy.deny) == 0 with input as review([container("api", 0)], {})
+}
+
+test_denies_over_the_default_max if {
+	policy.deny == {`container "vllm" asks for 9 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 9)], {})
+}
+
+test_denies_over_the_default_max_on_update if {
+	policy.deny == {`container "vllm" asks for 9 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as update(review([container("vllm", 9)], {}))
+}
+
+test_max_parameter_replaces_the_default if {
+	count(policy.deny) == 0 with input as review([container("vllm", 9)], {"max": 12})
+	policy.deny == {`container "vllm" asks for 4 GPUs; at most 2 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 4)], {"max": 2})
+}
+
+test_max_zero_forbids_gpus if {
+	policy.deny == {`container "vllm" asks for 1 GPU; at most 0 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 1)], {"max": 0})
+}
+
+test_namespace_override_raises_the_limit if {
+	params := {"max": 8, "namespaces": {"research": 16}}
+	count(policy.deny) == 0 with input as in_namespace(review([container("trainer", 16)], params), "research")
+	policy.deny == {`container "trainer" asks for 17 GPUs; at most 16 are allowed per pod in namespace "research"`} with input as in_namespace(review([container("trainer", 17)], params), "research")
+}
+
+test_namespace_override_lowers_the_limit if {
+	params := {"max": 8, "namespaces": {"sandbox": 1}}
+	policy.deny == {`container "vllm" asks for 2 GPUs; at most 1 is allowed per pod in namespace "sandbox"`} with input as in_namespace(review([container("vllm", 2)], params), "sandbox")
+}
+
+test_override_applies_only_to_its_namespace if {
+	params := {"namespaces": {"research": 16}}
+	policy.deny == {`container "trainer" asks for 16 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("trainer", 16)], params)
+}
+
+test_names_each_container_when_several_ask if {
+	r := review([container("a", 6), container("sidecar", 0), container("b", 4)], {})
+	policy.deny == {`pod (container "a": 6, container "b": 4) asks for 10 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+}
+
+test_counts_a_larger_init_container if {
+	r := object.union(review([container("vllm", 1)], {}), {"workload": {
+		"initContainers": [container("warmup", 12)],
+		"gpu": {"count": 12},
+	}})
+	policy.deny == {`pod (container "vllm": 1, init container "warmup": 12) asks for 12 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+}
+
+test_names_a_lone_init_container if {
+	r := object.union(review([container("app", 0)], {}), {"workload": {
+		"initContainers": [container("warmup", 10)],
+		"gpu": {"count": 10},
+	}})
+	policy.deny == {`init container "warmup" asks for 10 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+}

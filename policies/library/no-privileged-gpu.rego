@@ -1,0 +1,57 @@
+# no-privileged-gpu: containers with GPUs must not be privileged, and pods with
+# GPU containers must not share the host's network, process or IPC namespace.
+#
+# A privileged container sees every device on the node, so it could use or
+# snoop on GPUs assigned to other pods; host namespaces let a pod watch or
+# disturb other workloads on an expensive shared node. A GPU container is one
+# whose gpus (the limit of the GPU resource, else its request) is above zero;
+# app and init containers are both checked.
+#
+# Parameters: none.
+#
+# Not covered: privileged containers without GPUs (they can still see the
+# node's GPUs; use the Pod Security Admission "baseline" level for the whole
+# pod), added capabilities such as SYS_ADMIN, allowPrivilegeEscalation,
+# hostPath volumes, and ephemeral containers.
+package modelgate.library.no_privileged_gpu
+
+# gpu_containers are the containers with GPUs, as messages name them.
+gpu_containers := array.concat(
+	[sprintf("container %q", [c.name]) | some c in input.workload.containers; c.gpus > 0],
+	[sprintf("init container %q", [c.name]) | some c in input.workload.initContainers; c.gpus > 0],
+)
+
+deny contains msg if {
+	some c in input.workload.containers
+	c.gpus > 0
+	c.privileged == true
+	msg := sprintf("container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
+}
+
+deny contains msg if {
+	some c in input.workload.initContainers
+	c.gpus > 0
+	c.privileged == true
+	msg := sprintf("init container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
+}
+
+deny contains msg if {
+	count(gpu_containers) > 0
+	some field, namespace in host_namespaces
+	input.workload[field] == true
+	msg := sprintf("pod sets %s: true and has GPUs (%s); pods with GPUs must not share the host's %s", [
+		field,
+		concat(", ", gpu_containers),
+		namespace,
+	])
+}
+
+host_namespaces := {
+	"hostNetwork": "network namespace",
+	"hostPID": "process ID namespace",
+	"hostIPC": "IPC namespace",
+}
+
+gpus(n) := "1 GPU" if {
+	n == 1
+} else := sprintf("%v GPUs", [n])

@@ -1,0 +1,87 @@
+package modelgate.library.no_privileged_gpu_test
+
+import data.modelgate.library.no_privileged_gpu as policy
+
+# review builds an admission input in the contract's shape for a pod with
+# the given containers and pod-level fields.
+review(containers, init_containers, pod) := {
+	"workload": object.union(object.union(base, pod), {
+		"containers": containers,
+		"initContainers": init_containers,
+		"gpu": {"resource": "nvidia.com/gpu", "count": sum([c.gpus | some c in containers]), "products": [], "memoryMiB": 0},
+	}),
+	"object": {"kind": "Pod"},
+	"oldObject": null,
+	"parameters": {},
+}
+
+base := {
+	"kind": "Pod", "apiVersion": "v1",
+	"name": "llama", "namespace": "team-a",
+	"operation": "CREATE",
+	"labels": {}, "annotations": {}, "podLabels": {}, "podAnnotations": {},
+	"userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"], "uid": ""},
+	"namespaceLabels": {"modelgate.io/team": "nlp"},
+	"owner": "alice_example.com", "team": "nlp", "injected": true,
+	"servingContainer": "vllm",
+	"hostNetwork": false, "hostPID": false, "hostIPC": false,
+	"containers": [], "initContainers": [],
+	"gpu": {"resource": "nvidia.com/gpu", "count": 0, "products": [], "memoryMiB": 0},
+	"model": null, "engine": "vllm", "serving": true,
+}
+
+container(name, gpus) := {
+	"name": name, "image": "vllm/vllm-openai:v0.6.0", "gpus": gpus,
+	"resources": {"limits": {"nvidia.com/gpu": format_int(gpus, 10)}, "requests": {"nvidia.com/gpu": format_int(gpus, 10)}},
+	"securityContext": {}, "privileged": false, "ports": [8000],
+	"readinessProbe": true, "startupProbe": true, "livenessProbe": false,
+}
+
+privileged(c) := object.union(c, {"securityContext": {"privileged": true}, "privileged": true})
+
+update(r) := object.union(r, {"workload": {"operation": "UPDATE"}, "oldObject": {"kind": "Pod"}})
+
+test_allows_an_unprivileged_gpu_pod if {
+	count(policy.deny) == 0 with input as review([container("vllm", 1)], [], {})
+}
+
+test_allows_privileged_containers_without_gpus if {
+	count(policy.deny) == 0 with input as review([container("vllm", 1), privileged(container("agent", 0))], [privileged(container("setup", 0))], {})
+}
+
+test_allows_host_namespaces_without_gpus if {
+	count(policy.deny) == 0 with input as review([container("exporter", 0)], [], {"hostNetwork": true, "hostPID": true, "hostIPC": true})
+}
+
+test_denies_a_privileged_gpu_container if {
+	policy.deny == {`container "vllm" has 2 GPUs and sets securityContext.privileged: true; containers with GPUs must not be privileged`} with input as review([privileged(container("vllm", 2))], [], {})
+}
+
+test_denies_a_privileged_gpu_container_on_update if {
+	policy.deny == {`container "vllm" has 1 GPU and sets securityContext.privileged: true; containers with GPUs must not be privileged`} with input as update(review([privileged(container("vllm", 1))], [], {}))
+}
+
+test_denies_a_privileged_gpu_init_container if {
+	policy.deny == {`init container "warmup" has 1 GPU and sets securityContext.privileged: true; containers with GPUs must not be privileged`} with input as review([container("vllm", 1)], [privileged(container("warmup", 1))], {})
+}
+
+test_denies_host_network if {
+	policy.deny == {`pod sets hostNetwork: true and has GPUs (container "vllm"); pods with GPUs must not share the host's network namespace`} with input as review([container("vllm", 1)], [], {"hostNetwork": true})
+}
+
+test_denies_host_pid if {
+	policy.deny == {`pod sets hostPID: true and has GPUs (container "vllm"); pods with GPUs must not share the host's process ID namespace`} with input as review([container("vllm", 1)], [], {"hostPID": true})
+}
+
+test_denies_host_ipc_naming_every_gpu_container if {
+	policy.deny == {`pod sets hostIPC: true and has GPUs (container "a", container "b", init container "warmup"); pods with GPUs must not share the host's IPC namespace`} with input as review([container("a", 1), container("sidecar", 0), container("b", 1)], [container("warmup", 1)], {"hostIPC": true})
+}
+
+test_denies_every_violation_at_once if {
+	policy.deny == {
+		`container "vllm" has 1 GPU and sets securityContext.privileged: true; containers with GPUs must not be privileged`,
+		`pod sets hostNetwork: true and has GPUs (container "vllm"); pods with GPUs must not share the host's network namespace`,
+		`pod sets hostPID: true and has GPUs (container "vllm"); pods with GPUs must not share the host's process ID namespace`,
+		`pod sets hostIPC: true and has GPUs (container "vllm"); pods with GPUs must not share the host's IPC namespace`,
+	} with input as update(review([privileged(container("vllm", 1))], [], {"hostNetwork": true, "hostPID": true, "hostIPC": true}))
+}
