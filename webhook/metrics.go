@@ -47,11 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // register registers c, or returns the collector already registered under
 // the same name (a second manager in the same process shares it).
-func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -42,4 +43,13 @@ func mutatorOptions(in *config.Injection) *mutators.Options {
 		o.Probes.Presets[annotations.EngineName(engine)] = mutators.ProbePreset{Port: p.Port, Path: p.Path}
 	}
 	return o
+}
+
+// gpuKeys are the GPU names the policies' workload view reads.
+func gpuKeys(in *config.Injection) policyview.GPUKeys {
+	return policyview.GPUKeys{
+		ResourceName: corev1.ResourceName(in.GPU.ResourceName),
+		ProductLabel: in.GPU.ProductLabel,
+		MemoryLabel:  in.GPU.MemoryLabel,
+	}
 }

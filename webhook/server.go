@@ -10,9 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -25,6 +28,8 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -38,6 +43,9 @@ const namespaceCachePoll = 20 * time.Millisecond
 func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
+	if err := policyv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	server := crwebhook.NewServer(crwebhook.Options{
@@ -83,18 +91,46 @@ func TLSOptions(w config.WebhookServer) func(*tls.Config) {
 	}
 }
 
-// Register adds modelgate's handlers, checks and cache warm-up to mgr.
+// Register adds modelgate's handlers, controllers, checks and cache
+// warm-up to mgr.
 func Register(mgr manager.Manager, cfg *config.Configuration) error {
 	ns := &cachedNamespaces{
 		reader: mgr.GetCache(),
 		wait:   cfg.Injection.NamespaceCacheWait.Duration,
 		poll:   namespaceCachePoll,
 	}
-	h := NewMutating(cfg, ns, NewMetrics(defaultRegistry))
-	mgr.GetWebhookServer().Register(MutatePath, &admission.Webhook{
-		Handler:      h,
+	srv := mgr.GetWebhookServer()
+	srv.Register(MutatePath, &admission.Webhook{
+		Handler:      NewMutating(cfg, ns, NewMetrics(defaultRegistry)),
 		RecoverPanic: ptr.To(true),
 	})
+
+	pm := NewPolicyMetrics(defaultRegistry)
+	engine := policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm})
+	registerLoaded(engine)
+	store := policies.NewStore(engine)
+	srv.Register(ValidatePath, &admission.Webhook{
+		Handler:      NewValidating(cfg, engine, ns, pm),
+		RecoverPanic: ptr.To(true),
+	})
+	srv.Register(ValidatePolicyPath, &admission.Webhook{
+		Handler:      PolicyValidator{},
+		RecoverPanic: ptr.To(true),
+	})
+	rec := &PolicyReconciler{Client: mgr.GetClient(), Store: store, Metrics: pm}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if dir := cfg.Policy.Directory; dir != "" {
+		ds := policies.NewDirSource(dir, store)
+		ds.OnError = func(error) { pm.LoadFailed(policies.SourceDirectory) }
+		// Load once before serving, so the directory's policies are in
+		// force from the first review; Start watches for changes.
+		ds.Load(logr.NewContext(context.Background(), mgr.GetLogger().WithName("policy-dir")))
+		if err := mgr.Add(ds); err != nil {
+			return fmt.Errorf("adding the policy directory source: %w", err)
+		}
+	}
 
 	warm := &informerWarmup{}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -105,14 +141,31 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("webhook-server", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return fmt.Errorf("adding readiness check: %w", err)
-	}
-	if err := mgr.AddReadyzCheck("namespace-cache", warm.checker); err != nil {
-		return fmt.Errorf("adding readiness check: %w", err)
+	for name, check := range map[string]healthz.Checker{
+		"webhook-server":  srv.StartedChecker(),
+		"namespace-cache": warm.checker,
+		"policies":        rec.Checker,
+	} {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return fmt.Errorf("adding readiness check %s: %w", name, err)
+		}
 	}
 	return nil
 }
+
+// registerLoaded serves modelgate_policies_loaded from the engine. The
+// gauge is registered once per process; a second manager (tests) keeps the
+// first one's.
+func registerLoaded(e *policies.Engine) {
+	loadedOnce.Do(func() {
+		defaultRegistry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "modelgate_policies_loaded",
+			Help: "Policies in force: compiled and evaluated by the validating webhook.",
+		}, func() float64 { return float64(e.Set().Len()) }))
+	})
+}
+
+var loadedOnce sync.Once
 
 // informerWarmup starts the namespace informer with the manager, instead
 // of on the first review, and reports when it has synced.

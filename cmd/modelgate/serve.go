@@ -26,6 +26,7 @@ type serveFlags struct {
 	metricsAddr string
 	healthAddr  string
 	enableHTTP2 bool
+	policyDir   string
 	zap         zap.Options
 }
 
@@ -37,6 +38,7 @@ func (f *serveFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", "", `metrics address, "0" to disable (overrides metrics.bindAddress)`)
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "", "/healthz and /readyz address (overrides health.bindAddress)")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "serve HTTP/2 as well as HTTP/1.1 (overrides webhook.enableHTTP2)")
+	fs.StringVar(&f.policyDir, "policy-dir", "", "directory of .rego policies, reloaded on change (overrides policy.directory)")
 	f.zap = zap.Options{Development: false}
 	f.zap.BindFlags(fs)
 }
@@ -56,6 +58,8 @@ func (f *serveFlags) apply(fs *flag.FlagSet, c *config.Configuration) error {
 			c.Health.BindAddress = f.healthAddr
 		case "enable-http2":
 			c.Webhook.EnableHTTP2 = f.enableHTTP2
+		case "policy-dir":
+			c.Policy.Directory = f.policyDir
 		}
 	})
 	if errs := c.Validate(); len(errs) > 0 {

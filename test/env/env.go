@@ -71,6 +71,21 @@ func AssetsDir(root string) (string, error) {
 // MutatingWebhooks renders a kustomization (config/webhook) and returns
 // its MutatingWebhookConfigurations, strictly decoded.
 func MutatingWebhooks(kustomizeDir string) ([]*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	return rendered[admissionregistrationv1.MutatingWebhookConfiguration](kustomizeDir, "MutatingWebhookConfiguration")
+}
+
+// ValidatingWebhooks renders a kustomization (config/webhook) and returns
+// its ValidatingWebhookConfigurations, strictly decoded.
+func ValidatingWebhooks(kustomizeDir string) ([]*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	return rendered[admissionregistrationv1.ValidatingWebhookConfiguration](kustomizeDir, "ValidatingWebhookConfiguration")
+}
+
+// rendered renders a kustomization and strictly decodes its objects of the
+// kind; it is an error when there are none.
+func rendered[T any, PT interface {
+	*T
+	runtime.Object
+}](kustomizeDir, kind string) ([]*T, error) {
 	objs, err := Render(kustomizeDir)
 	if err != nil {
 		return nil, err
@@ -80,28 +95,28 @@ func MutatingWebhooks(kustomizeDir string) ([]*admissionregistrationv1.MutatingW
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
-	var out []*admissionregistrationv1.MutatingWebhookConfiguration
+	var out []*T
 	for _, u := range objs {
-		if u.GetKind() != "MutatingWebhookConfiguration" {
+		if u.GetKind() != kind {
 			continue
 		}
 		b, err := u.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("encoding %s: %w", u.GetName(), err)
 		}
-		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if _, _, err := decoder.Decode(b, nil, m); err != nil {
+		obj := PT(new(T))
+		if _, _, err := decoder.Decode(b, nil, obj); err != nil {
 			return nil, fmt.Errorf("decoding %s: %w", u.GetName(), err)
 		}
-		out = append(out, m)
+		out = append(out, obj)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("rendering %s: no MutatingWebhookConfiguration", kustomizeDir)
+		return nil, fmt.Errorf("rendering %s: no %s", kustomizeDir, kind)
 	}
 	return out, nil
 }
 
-// New returns an envtest environment with modelgate's webhook
+// New returns an envtest environment with modelgate's CRDs and webhook
 // configurations, not yet started. Start it, then serve the webhooks on
 // WebhookInstallOptions.LocalServingHost/Port with the certificates in
 // LocalServingCertDir.
@@ -114,10 +129,17 @@ func New(root string) (*envtest.Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	validating, err := ValidatingWebhooks(filepath.Join(root, "config", "webhook"))
+	if err != nil {
+		return nil, err
+	}
 	return &envtest.Environment{
 		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			MutatingWebhooks: hooks,
+			MutatingWebhooks:   hooks,
+			ValidatingWebhooks: validating,
 		},
 	}, nil
 }

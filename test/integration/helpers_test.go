@@ -103,3 +103,25 @@ func uniqueName(prefix string) string {
 	nameCounter++
 	return fmt.Sprintf("%s-%d-%d", prefix, GinkgoRandomSeed()%100000, nameCounter)
 }
+
+// policyEvaluations is how many times the policy was evaluated with the
+// decision.
+func policyEvaluations(policy, decision string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "modelgate_policy_evaluations_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["policy"] == policy && labels["decision"] == decision {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}

@@ -23,6 +23,7 @@ const (
 	DefaultHealthBindAddress   = ":8081"
 	DefaultShutdownGracePeriod = 30 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
+	DefaultEvaluationTimeout   = 2 * time.Second
 	DefaultLoaderImage         = "ghcr.io/modelgate/modelgate:latest"
 )
 
@@ -96,6 +97,9 @@ func Default(c *Configuration) {
 	}
 	if c.ShutdownGracePeriod == nil {
 		c.ShutdownGracePeriod = &metav1.Duration{Duration: DefaultShutdownGracePeriod}
+	}
+	if c.Policy.EvaluationTimeout == nil {
+		c.Policy.EvaluationTimeout = &metav1.Duration{Duration: DefaultEvaluationTimeout}
 	}
 	in := &c.Injection
 	if in.ExcludedNamespaces == nil {

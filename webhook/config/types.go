@@ -38,6 +38,9 @@ type Configuration struct {
 	// Injection tunes the mutating pipeline.
 	Injection Injection `json:"injection,omitempty"`
 
+	// Policy tunes the Rego policy engine behind the validating webhooks.
+	Policy Policy `json:"policy,omitempty"`
+
 	// ShutdownGracePeriod is how long in-flight reviews may take to finish
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
@@ -168,4 +171,19 @@ type TrustedRequesters struct {
 	UsernamePrefixes []string `json:"usernamePrefixes,omitempty"`
 	// Groups match any of the requester's groups.
 	Groups []string `json:"groups,omitempty"`
+}
+
+// Policy tunes the Rego policy engine.
+type Policy struct {
+	// EvaluationTimeout bounds the evaluation of every policy for one
+	// review; a policy still running at the deadline fails and its
+	// failurePolicy decides. Defaults to 2s; it must stay under the 5s
+	// webhook timeout.
+	EvaluationTimeout *metav1.Duration `json:"evaluationTimeout,omitempty"`
+	// Directory holds policies as .rego files, each with an optional
+	// <name>.yaml of settings beside it (enforcementAction, failurePolicy,
+	// match, parameters), reloaded when the files change: a mounted
+	// ConfigMap, or a GitOps checkout. Empty loads none. The --policy-dir
+	// flag overrides it.
+	Directory string `json:"directory,omitempty"`
 }

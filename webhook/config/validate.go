@@ -52,6 +52,10 @@ func (c *Configuration) Validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, validateInjection(&c.Injection, in)...)
+	if d := c.Policy.EvaluationTimeout.Duration; d <= 0 || d > 4*time.Second {
+		errs = append(errs, field.Invalid(field.NewPath("policy", "evaluationTimeout"), d.String(),
+			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
+	}
 	return errs
 }
 

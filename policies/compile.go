@@ -1,0 +1,207 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+)
+
+// Policy is the source of one policy, before compilation.
+type Policy struct {
+	// Name identifies the policy within its source, and prefixes its
+	// messages: "[name] message".
+	Name string
+	// Source names where the policy comes from, e.g. "WorkloadPolicy" or
+	// "directory"; a policy's identity is (Source, Name).
+	Source string
+	// Filename is the module's file name in messages; Name + ".rego" when
+	// empty.
+	Filename string
+	// Module is the Rego v1 source.
+	Module string
+	// Action is what deny messages do; ActionDeny when empty.
+	Action Action
+	// FailurePolicy is what an evaluation error does; FailDeny when empty.
+	FailurePolicy FailurePolicy
+	// Parameters are handed to the policy as input.parameters; nil is {}.
+	Parameters map[string]any
+	// Match selects the reviews the policy applies to.
+	Match Match
+}
+
+// Compiled is a policy parsed, compiled and prepared for evaluation. It is
+// immutable and safe for concurrent use.
+type Compiled struct {
+	name, source, filename string
+	action                 Action
+	failure                FailurePolicy
+	match                  matcher
+	query                  rego.PreparedEvalQuery
+	// rules are the queried rules, in query expression order.
+	rules        []string
+	params       *ast.Term
+	needsObjects bool
+}
+
+// Name returns the policy's name.
+func (c *Compiled) Name() string { return c.name }
+
+// Source returns the policy's source.
+func (c *Compiled) Source() string { return c.source }
+
+// Filename returns the module's file name as used in messages.
+func (c *Compiled) Filename() string { return c.filename }
+
+// Action returns the policy's enforcement action.
+func (c *Compiled) Action() Action { return c.action }
+
+// FailurePolicy returns what an evaluation error of the policy does.
+func (c *Compiled) FailurePolicy() FailurePolicy { return c.failure }
+
+// NeedsObjects reports whether the module may read input.object or
+// input.oldObject, so the raw objects must be converted for it.
+func (c *Compiled) NeedsObjects() bool { return c.needsObjects }
+
+// Matches reports whether the policy applies to a workload of the kind in
+// the namespace with the labels.
+func (c *Compiled) Matches(kind, namespace string, nsLabels map[string]string) bool {
+	return c.match.matches(kind, namespace, nsLabels)
+}
+
+// Compile checks a policy against the contract and prepares its query. A
+// module that does not parse or compile, or that defines neither deny nor
+// warn as a set, gives a *CompileError with the position of every problem;
+// invalid Action, FailurePolicy, Parameters or Match give a plain error.
+//
+// The network builtins (http.send, net.lookup_ip_addr) are not available.
+// A builtin's runtime error, such as a division by zero, makes its
+// expression undefined, as in opa eval and opa test, rather than failing
+// the policy.
+func Compile(ctx context.Context, p Policy) (*Compiled, error) {
+	if p.Name == "" {
+		return nil, errors.New("policy name must not be empty")
+	}
+	c := &Compiled{name: p.Name, source: p.Source, filename: p.Filename}
+	if c.filename == "" {
+		c.filename = p.Name + ".rego"
+	}
+	var err error
+	if c.action, err = ParseAction(string(p.Action)); err != nil {
+		return nil, err
+	}
+	if c.failure, err = ParseFailurePolicy(string(p.FailurePolicy)); err != nil {
+		return nil, err
+	}
+	if c.match, err = compileMatch(p.Match); err != nil {
+		return nil, err
+	}
+	params := p.Parameters
+	if params == nil {
+		params = map[string]any{}
+	}
+	pv, err := ast.InterfaceToValue(params)
+	if err != nil {
+		return nil, fmt.Errorf("parameters: %w", err)
+	}
+	c.params = ast.NewTerm(pv)
+
+	mod, err := ast.ParseModuleWithOpts(c.filename, p.Module, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		return nil, compileError(c.filename, err)
+	}
+	if mod == nil {
+		return nil, &CompileError{Filename: c.filename, Problems: []Problem{{
+			Code: ast.ParseErr, Message: "empty module",
+		}}}
+	}
+	if c.rules, err = contractRules(c.filename, mod); err != nil {
+		return nil, err
+	}
+	c.needsObjects = readsObjects(mod)
+
+	compiler := newCompiler()
+	if compiler.Compile(map[string]*ast.Module{c.filename: mod}); compiler.Failed() {
+		return nil, compileError(c.filename, compiler.Errors)
+	}
+	query := make(ast.Body, len(c.rules))
+	for i, r := range c.rules {
+		query[i] = ast.NewExpr(ast.NewTerm(mod.Package.Path.Append(ast.StringTerm(r))))
+	}
+	c.query, err = rego.New(
+		rego.Compiler(compiler),
+		rego.ParsedQuery(query),
+		rego.Capabilities(capabilities()),
+		// Keep results as AST terms: the engine checks they are sets and
+		// reads them without converting to Go values first.
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, compileError(c.filename, err)
+	}
+	return c, nil
+}
+
+// contractRules returns which of deny and warn the module defines, and a
+// CompileError when it defines neither or one that is not a set.
+func contractRules(filename string, mod *ast.Module) ([]string, error) {
+	var found []string
+	var problems []Problem
+	for _, r := range mod.Rules {
+		ref := r.Head.Ref()
+		name := ref[0].Value.String()
+		if name != "deny" && name != "warn" {
+			continue
+		}
+		if len(ref) != 1 || len(r.Head.Args) > 0 || r.Head.Key == nil || r.Head.Value != nil {
+			p := Problem{Code: CodeContract, Message: fmt.Sprintf(
+				"%s must be a set of messages: %s contains msg if { ... }", name, name)}
+			if loc := r.Location; loc != nil {
+				p.Row, p.Col = loc.Row, loc.Col
+			}
+			problems = append(problems, p)
+			continue
+		}
+		if !slices.Contains(found, name) {
+			found = append(found, name)
+		}
+	}
+	if len(problems) == 0 && len(found) == 0 {
+		p := Problem{Code: CodeContract, Message: "module defines neither deny nor warn: " +
+			"a policy needs deny contains msg if { ... } or warn contains msg if { ... }"}
+		if loc := mod.Package.Location; loc != nil {
+			p.Row, p.Col = loc.Row, loc.Col
+		}
+		problems = append(problems, p)
+	}
+	if len(problems) > 0 {
+		return nil, &CompileError{Filename: filename, Problems: problems}
+	}
+	slices.Sort(found) // deny before warn
+	return found, nil
+}
+
+// excludedBuiltins reach the network. Policies run on the admission hot path
+// and must decide from their input alone, so these are not available.
+var excludedBuiltins = []string{"http.send", "net.lookup_ip_addr"}
+
+// capabilities are this OPA version's, without excludedBuiltins and without
+// fetching remote schemas.
+var capabilities = sync.OnceValue(func() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool {
+		return slices.Contains(excludedBuiltins, b.Name)
+	})
+	c.AllowNet = []string{}
+	return c
+})
+
+func newCompiler() *ast.Compiler {
+	return ast.NewCompiler().
+		WithCapabilities(capabilities()).
+		WithDefaultRegoVersion(ast.RegoV1)
+}

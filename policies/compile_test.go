@@ -1,0 +1,177 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestCompile(t *testing.T) {
+	cases := map[string]struct {
+		module string
+		// want is the rendered CompileError; "" when the module compiles.
+		want string
+	}{
+		"deny and warn": {
+			module: module("package owner", "",
+				"deny contains msg if {", `  input.workload.owner == ""`, `  msg := "no owner"`, "}",
+				"warn contains msg if {", `  input.workload.team == ""`, `  msg := "no team"`, "}"),
+		},
+		"warn only, object message": {
+			module: module("package probes", "",
+				"warn contains {\"msg\": \"no probe\", \"details\": {\"container\": c.name}} if {",
+				"  some c in input.workload.containers", "  not c.readinessProbe", "}"),
+		},
+		"parse error": {
+			module: module("package p", "", "deny contains msg if {", "  msg := ", "}"),
+			want:   "policy.rego:5:1: rego_parse_error: unexpected } token\n\t}\n\t^",
+		},
+		"type error": {
+			module: module("package p", "", "deny contains msg if {", `  msg := 1 + "a"`, "}"),
+			want: "policy.rego:4:10: rego_type_error: plus: invalid argument(s)\n" +
+				"\thave: (number, string, ???)\n\twant: (x: number, y: number, z: number)",
+		},
+		"unsafe variable": {
+			module: module("package p", "", "deny contains msg if {", "    msg := y", "}"),
+			want:   "policy.rego:4:5: rego_unsafe_var_error: var y is unsafe",
+		},
+		"network builtin is not available": {
+			module: module("package p", "", "deny contains msg if {",
+				`  r := http.send({"method": "get", "url": "http://example.com"})`, "  msg := r.body", "}"),
+			want: "policy.rego:4:8: rego_type_error: undefined function http.send",
+		},
+		"neither deny nor warn": {
+			module: module("package p", "", "allow if true"),
+			want: "policy.rego:1:1: modelgate_contract_error: module defines neither deny nor warn: " +
+				"a policy needs deny contains msg if { ... } or warn contains msg if { ... }",
+		},
+		"deny is not a set": {
+			module: module("package p", "", `warn contains "w" if true`, "", `deny := {"a"}`),
+			want:   "policy.rego:5:1: modelgate_contract_error: deny must be a set of messages: deny contains msg if { ... }",
+		},
+		"deny is an object": {
+			module: module("package p", "", `deny[msg] if msg := "a"`),
+			want:   "policy.rego:3:1: modelgate_contract_error: deny must be a set of messages: deny contains msg if { ... }",
+		},
+		"rego v0 syntax": {
+			module: module("package p", "", "deny[msg] {", `  msg := "a"`, "}"),
+			want: "policy.rego:3:1: rego_parse_error: `if` keyword is required before rule body\n" +
+				"policy.rego:3:1: rego_parse_error: `contains` keyword is required for partial set rules",
+		},
+		"empty module": {
+			module: "",
+			want:   "policy.rego: rego_parse_error: empty module",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := Compile(context.Background(), Policy{Name: "policy", Module: tc.module})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Compile: %v", err)
+				}
+				if c.Name() != "policy" || c.Filename() != "policy.rego" || c.Action() != ActionDeny || c.FailurePolicy() != FailDeny {
+					t.Errorf("Compile defaults: name %q file %q action %q failure %q", c.Name(), c.Filename(), c.Action(), c.FailurePolicy())
+				}
+				return
+			}
+			var ce *CompileError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Compile error = %v (%T), want a *CompileError", err, err)
+			}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCompileSettings(t *testing.T) {
+	const mod = "package p\n\ndeny contains \"x\" if true\n"
+	cases := map[string]struct {
+		policy Policy
+		want   string
+	}{
+		"no name": {
+			policy: Policy{Module: mod},
+			want:   "policy name must not be empty",
+		},
+		"bad action": {
+			policy: Policy{Name: "p", Module: mod, Action: "block"},
+			want:   `enforcement action "block" is not valid: can only be one of deny, warn, dryrun`,
+		},
+		"bad failure policy": {
+			policy: Policy{Name: "p", Module: mod, FailurePolicy: "ignore"},
+			want:   `failure policy "ignore" is not valid: can only be one of deny, allow`,
+		},
+		"bad selector": {
+			policy: Policy{Name: "p", Module: mod, Match: Match{NamespaceSelector: &metav1.LabelSelector{
+				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}},
+			}}},
+			want: `match.namespaceSelector: "Near" is not a valid label selector operator`,
+		},
+		"parameters that are not JSON": {
+			policy: Policy{Name: "p", Module: mod, Parameters: map[string]any{"f": func() {}}},
+			want:   "parameters: ast: interface conversion: json: unsupported type: func()",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := Compile(context.Background(), tc.policy)
+			if err == nil {
+				t.Fatal("Compile succeeded, want an error")
+			}
+			var ce *CompileError
+			if errors.As(err, &ce) {
+				t.Errorf("Compile error is a *CompileError, want a settings error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNeedsObjects(t *testing.T) {
+	cases := map[string]struct {
+		body string
+		want bool
+	}{
+		"workload only":          {body: `input.workload.kind == "Pod"`},
+		"workload index":         {body: `some c in input.workload.containers; c.privileged`},
+		"workload by string key": {body: `input["workload"].kind == "Pod"`},
+		"parameters":             {body: `input.workload.gpu.count > input.parameters.max`},
+		"data is not input":      {body: `data.p.x == 1`},
+		"object":                 {body: `input.object.spec.replicas > 1`, want: true},
+		"old object":             {body: `input.oldObject == null`, want: true},
+		"dynamic key":            {body: `some x; input[x].kind == "Pod"`, want: true},
+		"bare input":             {body: `object.get(input, ["object", "kind"], "") == "Pod"`, want: true},
+		"object in a key":        {body: `input.workload.labels[input.object.kind]`, want: true},
+		"object in a comprehension": {
+			body: `count([k | some k, _ in input.object.metadata.labels]) > 0`, want: true,
+		},
+		"with input": {body: `data.p.helper with input as {}`, want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := mustCompile(t, Policy{Name: "p", Module: module("package p", "",
+				"x := 1", "helper if true", "", "deny contains \"m\" if {", "  "+tc.body, "}")})
+			if got := c.NeedsObjects(); got != tc.want {
+				t.Errorf("NeedsObjects() = %v, want %v", got, tc.want)
+			}
+			if got := NewSet(c).NeedsObjects(); got != tc.want {
+				t.Errorf("Set.NeedsObjects() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("import", func(t *testing.T) {
+		c := mustCompile(t, Policy{Name: "p", Module: module("package p", "", "import input.object as obj", "",
+			"deny contains \"m\" if obj.kind == \"Pod\"")})
+		if !c.NeedsObjects() {
+			t.Error("NeedsObjects() = false for import input.object, want true")
+		}
+	})
+}

@@ -1,0 +1,218 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// warnings collects the admission warnings the API server sends a client.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.msgs
+	w.msgs = nil
+	return out
+}
+
+// policyScheme knows the built-in kinds and WorkloadPolicy.
+func policyScheme() *runtime.Scheme {
+	GinkgoHelper()
+	s := runtime.NewScheme()
+	Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
+	Expect(policyv1.AddToScheme(s)).To(Succeed())
+	return s
+}
+
+// gpuLimit is a policy that denies more than 1 GPU per pod, on the
+// workload view modelgate builds.
+const gpuLimit = `package test.gpulimit
+
+deny contains msg if {
+	input.workload.gpu.count > input.parameters.max
+	msg := sprintf("asks for %d GPUs, at most %d", [input.workload.gpu.count, input.parameters.max])
+}
+`
+
+var _ = Describe("Rego policies at admission", Ordered, func() {
+	var (
+		ctx   context.Context
+		ns    string
+		alice client.Client
+		warn  *warnings
+	)
+	BeforeAll(func() {
+		warn = &warnings{}
+		u, err := testEnv.AddUser(envtest.User{Name: aliceName, Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		cfg := u.Config()
+		cfg.WarningHandlerWithContext = warn
+		alice, err = client.New(cfg, client.Options{Scheme: policyScheme()})
+		Expect(err).NotTo(HaveOccurred())
+		ctx = context.Background()
+		ns = namespace(ctx, nil)
+	})
+
+	// policy builds a WorkloadPolicy scoped to this suite's namespace.
+	policy := func(name, rego string, action policyv1.EnforcementAction, params string) *policyv1.WorkloadPolicy {
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		wp.Spec.Rego = rego
+		wp.Spec.EnforcementAction = action
+		wp.Spec.Match.Namespaces = []string{ns}
+		if params != "" {
+			wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(params)}
+		}
+		return wp
+	}
+	// apply creates the policy and waits until it is Ready, and removes it
+	// after the spec.
+	apply := func(wp *policyv1.WorkloadPolicy) {
+		GinkgoHelper()
+		Expect(alice.Create(ctx, wp)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(alice.Delete(ctx, wp))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			g.Expect(alice.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
+			g.Expect(wp.Status.ObservedGeneration).To(Equal(wp.Generation))
+		}).Should(Succeed())
+	}
+	// gpuDeployment is an opted-in Deployment asking for n GPUs.
+	gpuDeployment := func(name string, n int) client.Object {
+		a := vllmAnnotations(hfModel)
+		a[annotations.GPU] = fmt.Sprint(n)
+		return builders.New("Deployment", builders.Options{Namespace: ns, Name: name, TemplateAnnotations: a})
+	}
+	// denied waits until a dry-run create of obj is denied (the policy set
+	// is swapped a moment after the resource changes) and returns the error.
+	deniedEventually := func(obj client.Object) error {
+		GinkgoHelper()
+		var err error
+		Eventually(func() error {
+			err = alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+			return err
+		}).Should(HaveOccurred())
+		return err
+	}
+
+	It("makes a valid WorkloadPolicy Ready, and denies a violating Deployment with [policy] message", func() {
+		apply(policy("max-one-gpu", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
+		err := deniedEventually(gpuDeployment("greedy", 2))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("[max-one-gpu] asks for 2 GPUs, at most 1"))
+		Expect(alice.Create(ctx, gpuDeployment("modest", 1))).To(Succeed())
+	})
+
+	It("rejects an invalid WorkloadPolicy at apply, with the line and column", func() {
+		wp := policy("broken", "package test.broken\n\ndeny contains msg if {\n\tmsg := \n}\n", policyv1.EnforcementActionDeny, "")
+		err := alice.Create(ctx, wp)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(MatchRegexp(`spec\.rego: Invalid value: .*5:1: rego_parse_error`))
+
+		noRules := policy("no-rules", "package test.norules\n\nallow := true\n", policyv1.EnforcementActionDeny, "")
+		err = alice.Create(ctx, noRules)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("deny"))
+	})
+
+	It("lets a warn policy's violation through, with the warning sent to the client", func() {
+		apply(policy("warn-gpus", gpuLimit, policyv1.EnforcementActionWarn, `{"max": 1}`))
+		Eventually(func() []string {
+			Expect(alice.Create(ctx, gpuDeployment("warned", 2), client.DryRunAll)).To(Succeed())
+			return warn.take()
+		}).Should(ContainElement("[warn-gpus] asks for 2 GPUs, at most 1"))
+		Expect(alice.Create(ctx, gpuDeployment("warned", 2))).To(Succeed())
+	})
+
+	It("lets a dry-run policy's violation through and counts it", func() {
+		wp := policy("dry-gpus", gpuLimit, policyv1.EnforcementActionDryRun, `{"max": 1}`)
+		apply(wp)
+		Eventually(func() float64 {
+			Expect(alice.Create(ctx, gpuDeployment("dry", 2), client.DryRunAll)).To(Succeed())
+			return policyEvaluations("dry-gpus", "dryrun")
+		}).Should(BeNumerically(">", 0))
+		Expect(warn.take()).NotTo(ContainElement(ContainSubstring("dry-gpus")))
+	})
+
+	It("applies an edited policy without a restart, and forgets a deleted one", func() {
+		wp := policy("edited", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 4}`)
+		apply(wp)
+		obj := gpuDeployment("edit-me", 2)
+		Expect(alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)).To(Succeed())
+
+		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 1}`)}
+		Expect(alice.Update(ctx, wp)).To(Succeed())
+		Expect(deniedEventually(obj).Error()).To(ContainSubstring("[edited] asks for 2 GPUs, at most 1"))
+
+		Expect(alice.Delete(ctx, wp)).To(Succeed())
+		Eventually(func() error {
+			return alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+		}).Should(Succeed())
+	})
+
+	It("follows the failurePolicy when a policy's evaluation fails", func() {
+		// Two values for one complete rule are an evaluation error.
+		const failing = `package test.failing
+
+x := 1 if input.workload.kind == "Deployment"
+
+x := 2 if input.workload.name != ""
+
+deny contains "never" if x == 3
+`
+		strict := policy("fails-closed", failing, policyv1.EnforcementActionDeny, "")
+		strict.Spec.FailurePolicy = policyv1.FailurePolicyDeny
+		apply(strict)
+		err := deniedEventually(gpuDeployment("fail", 1))
+		Expect(err.Error()).To(ContainSubstring("[fails-closed] policy evaluation failed"))
+		Expect(alice.Delete(ctx, strict)).To(Succeed())
+
+		lenient := policy("fails-open", failing, policyv1.EnforcementActionDeny, "")
+		lenient.Spec.FailurePolicy = policyv1.FailurePolicyAllow
+		apply(lenient)
+		Eventually(func() []string {
+			Expect(alice.Create(ctx, gpuDeployment("fail", 1), client.DryRunAll)).To(Succeed())
+			return warn.take()
+		}).Should(ContainElement(ContainSubstring("[fails-open] policy evaluation failed")))
+	})
+
+	It("sees the injected spec: a policy on the loader image fires", func() {
+		const loaderImage = `package test.loader
+
+deny contains msg if {
+	some c in input.workload.initContainers
+	c.name == "model-loader"
+	not startswith(c.image, "registry.internal/")
+	msg := sprintf("init container %q uses image %q from outside registry.internal", [c.name, c.image])
+}
+`
+		apply(policy("internal-loader", loaderImage, policyv1.EnforcementActionDeny, ""))
+		err := deniedEventually(gpuDeployment("loaded", 1))
+		Expect(err.Error()).To(ContainSubstring(`[internal-loader] init container "model-loader" uses image "ghcr.io/modelgate/modelgate:latest"`))
+	})
+})

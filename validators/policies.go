@@ -1,0 +1,71 @@
+package validators
+
+import (
+	"context"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/workload"
+)
+
+// Workload is one admitted workload, decoded: what the policies judge.
+type Workload struct {
+	// Kind and APIVersion are the object's (Deployment, apps/v1).
+	Kind, APIVersion string
+	// Operation is CREATE or UPDATE.
+	Operation string
+	// Namespace is the object's namespace, NamespaceLabels its labels.
+	Namespace       string
+	NamespaceLabels map[string]string
+	// Object is the object's own metadata, PodMeta the pod template's (the
+	// Pod's own for a Pod), PodSpec the pod (template) spec.
+	Object, PodMeta *metav1.ObjectMeta
+	PodSpec         *corev1.PodSpec
+	// Settings are the object's parsed modelgate.io annotations.
+	Settings annotations.Settings
+	// ServingContainer names the container serving the model, "" if none.
+	ServingContainer string
+	// UserInfo is the requester.
+	UserInfo authenticationv1.UserInfo
+	// Raw and OldRaw are the object and the old object as JSON (OldRaw nil
+	// on CREATE): input.object and input.oldObject.
+	Raw, OldRaw []byte
+}
+
+// Policies runs the policy engine over workloads.
+type Policies struct {
+	// Engine holds the current policy set.
+	Engine *policies.Engine
+	// GPU names the GPU resource and node labels (from the Configuration).
+	GPU workload.GPUKeys
+}
+
+// Check builds the workload's view, converts it to OPA's value form once,
+// and evaluates every policy that matches it.
+func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
+	view := workload.Build(workload.Source{
+		Kind:             w.Kind,
+		APIVersion:       w.APIVersion,
+		Operation:        w.Operation,
+		Object:           w.Object,
+		PodMeta:          w.PodMeta,
+		PodSpec:          w.PodSpec,
+		Settings:         w.Settings,
+		ServingContainer: w.ServingContainer,
+		UserInfo:         w.UserInfo,
+		NamespaceLabels:  w.NamespaceLabels,
+		GPU:              p.GPU,
+	})
+	return p.Engine.Evaluate(ctx, policies.Review{
+		Kind:            w.Kind,
+		Namespace:       w.Namespace,
+		NamespaceLabels: w.NamespaceLabels,
+		Workload:        view.Value(),
+		Object:          w.Raw,
+		OldObject:       w.OldRaw,
+	})
+}

@@ -1,0 +1,145 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
+)
+
+// +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies/status,verbs=get;update;patch
+
+// PolicyReconciler keeps the policy store in step with the WorkloadPolicy
+// resources and reports each one's state in its status: Ready with reason
+// Compiled, or not Ready with the compile errors and their positions.
+//
+// Every replica runs it on its own, without leader election: each replica
+// evaluates policies, so each must load them. The replicas compute the same
+// status, so their writes agree; a conflict is retried and then finds
+// nothing to change.
+type PolicyReconciler struct {
+	// Client reads WorkloadPolicies from the manager's cache and writes
+	// their status.
+	Client  client.Client
+	Store   *policies.Store
+	Metrics *PolicyMetrics
+
+	loaded atomic.Bool
+}
+
+// SetupWithManager registers the reconciler, and a runnable that loads
+// every WorkloadPolicy once the cache has synced: the readiness check
+// (Checker) passes only after that, so no replica serves reviews with
+// policies missing.
+func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("workloadpolicy").
+		For(&policyv1.WorkloadPolicy{}).
+		// SkipNameValidation: a process runs one manager, but the tests
+		// start a second one (modelgate serve's readiness), whose
+		// controller of the same name shares the first one's metrics.
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false), SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("creating the WorkloadPolicy controller: %w", err)
+	}
+	return mgr.Add(manager.RunnableFunc(r.loadAll(mgr)))
+}
+
+// loadAll compiles every WorkloadPolicy into the store once the cache has
+// synced. It only adds: deletions are the reconciler's, so a policy deleted
+// meanwhile cannot come back from a stale list.
+func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil // stopping
+		}
+		var list policyv1.WorkloadPolicyList
+		if err := r.Client.List(ctx, &list); err != nil {
+			return fmt.Errorf("listing WorkloadPolicies: %w", err)
+		}
+		loaded := 0
+		for i := range list.Items {
+			if c, err := compileWorkloadPolicy(ctx, &list.Items[i]); err == nil {
+				r.Store.Upsert(c)
+				loaded++
+			}
+		}
+		r.loaded.Store(true)
+		logf.FromContext(ctx).Info("loaded WorkloadPolicies", "loaded", loaded, "failed", len(list.Items)-loaded)
+		<-ctx.Done()
+		return nil
+	}
+}
+
+var errPoliciesNotLoaded = errors.New("WorkloadPolicies not loaded yet")
+
+// Checker is a readiness check: ready once every WorkloadPolicy that
+// existed at start is loaded.
+func (r *PolicyReconciler) Checker(_ *http.Request) error {
+	if !r.loaded.Load() {
+		return errPoliciesNotLoaded
+	}
+	return nil
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	wp := &policyv1.WorkloadPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, wp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Store.Delete(SourceWorkloadPolicy, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	status := wp.Status.DeepCopy()
+	status.ObservedGeneration = wp.Generation
+	cond := metav1.Condition{Type: policyv1.ConditionReady, ObservedGeneration: wp.Generation}
+	c, err := compileWorkloadPolicy(ctx, wp)
+	if err == nil {
+		r.Store.Upsert(c)
+		status.Errors = nil
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, policyv1.ReasonCompiled, "the policy is compiled and enforced"
+	} else {
+		// A policy that no longer compiles is not enforced: it must not
+		// keep judging with a module that is not the one in the cluster.
+		r.Store.Delete(SourceWorkloadPolicy, wp.Name)
+		r.Metrics.LoadFailed(SourceWorkloadPolicy)
+		cond.Status, cond.Message = metav1.ConditionFalse, err.Error()
+		if ce, isCompile := errors.AsType[*policies.CompileError](err); isCompile {
+			cond.Reason, status.Errors = policyv1.ReasonCompileError, policyErrors(ce)
+		} else {
+			cond.Reason, status.Errors = policyv1.ReasonInvalidParameters, nil
+		}
+		logf.FromContext(ctx).Info("WorkloadPolicy does not load; it is not enforced", "policy", wp.Name, "error", err.Error())
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if equality.Semantic.DeepEqual(&wp.Status, status) {
+		return ctrl.Result{}, nil
+	}
+	wp.Status = *status
+	if err := r.Client.Status().Update(ctx, wp); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return ctrl.Result{Requeue: true}, nil //nolint:staticcheck // a conflict with another replica: look again.
+		}
+		return ctrl.Result{}, fmt.Errorf("updating the status of WorkloadPolicy %s: %w", wp.Name, err)
+	}
+	return ctrl.Result{}, nil
+}

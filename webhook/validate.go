@@ -1,0 +1,179 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// The markers below generate the ValidatingWebhookConfiguration
+// (config/webhook/manifests.yaml); config/webhook/selectors.yaml adds the
+// namespace selectors and match conditions that decide which workloads are
+// sent (docs/policies.md, "Which workloads are checked").
+
+// +kubebuilder:webhookconfiguration:mutating=false,name=modelgate-validating
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=workload.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=scope.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+
+// ValidatePath is where the workload validating webhook is served.
+const ValidatePath = "/validate"
+
+// Validating runs the Rego policies over workloads after mutation: it sees
+// what will run, the injected spec included. Denials answer 403 with one
+// line per violation, "[policy] message"; warnings go back to the client as
+// admission warnings in the same form; dry runs are only counted and
+// logged.
+type Validating struct {
+	checker     *validators.Policies
+	parser      annotations.Parser
+	gpuResource corev1.ResourceName
+	namespaces  NamespaceLabeler
+	excluded    sets.Set[string]
+	metrics     *PolicyMetrics
+}
+
+var _ admission.Handler = (*Validating)(nil)
+
+// NewValidating builds the handler from a configuration snapshot and the
+// engine holding the policies in force.
+func NewValidating(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, m *PolicyMetrics) *Validating {
+	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
+	excluded.Insert(cfg.Namespace)
+	return &Validating{
+		checker:     &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
+		parser:      annotations.Parser{Profiles: cfg.Injection.Profiles},
+		gpuResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
+		namespaces:  ns,
+		excluded:    excluded,
+		metrics:     m,
+	}
+}
+
+// Handle implements admission.Handler.
+func (h *Validating) Handle(ctx context.Context, req admission.Request) admission.Response {
+	kind, op := req.Kind.Kind, string(req.Operation)
+	resp, outcome := h.handle(ctx, req)
+	h.metrics.review(kind, op, outcome)
+	if outcome == outcomeError {
+		logf.FromContext(ctx).Error(nil, "validating review failed", "kind", kind, "namespace", req.Namespace,
+			"name", req.Name, "uid", req.UID, "message", resp.Result.Message)
+	}
+	return resp
+}
+
+func (h *Validating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	op := mutators.Operation(req.Operation)
+	if op != mutators.Create && op != mutators.Update {
+		return admission.Allowed("operation not validated"), outcomeSkipped
+	}
+	decode, ok := decoders[req.Kind]
+	if !ok {
+		return admission.Allowed("kind not handled by modelgate"), outcomeSkipped
+	}
+	if h.excluded.Has(req.Namespace) {
+		return admission.Allowed("namespace excluded"), outcomeSkipped
+	}
+	obj, err := decode(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
+	}
+	nsLabels, err := h.namespaces.NamespaceLabels(ctx, req.Namespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
+	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
+		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	}
+
+	paths := obj.annotationPaths()
+	sources := make([]annotations.Source, 0, len(paths))
+	for i, m := range obj.target.Metas() {
+		sources = append(sources, annotations.Source{Path: paths[i], Annotations: m.Annotations})
+	}
+	// Malformed annotations on an opted-in object were rejected by the
+	// mutating webhook; on any other object the policies see what parsed.
+	settings, _ := h.parser.Parse(sources...)
+	serving := ""
+	if idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
+		serving = obj.target.PodSpec.Containers[idx].Name
+	}
+	w := &validators.Workload{
+		Kind:             req.Kind.Kind,
+		APIVersion:       strings.TrimPrefix(req.Kind.Group+"/"+req.Kind.Version, "/"),
+		Operation:        string(op),
+		Namespace:        req.Namespace,
+		NamespaceLabels:  nsLabels,
+		Object:           obj.target.Object,
+		PodMeta:          obj.target.PodMeta(),
+		PodSpec:          obj.target.PodSpec,
+		Settings:         settings,
+		ServingContainer: serving,
+		UserInfo:         req.UserInfo,
+		Raw:              req.Object.Raw,
+		OldRaw:           req.OldObject.Raw,
+	}
+	decision := h.checker.Check(ctx, w)
+	logDecision(ctx, req, decision)
+	return policyResponse(decision)
+}
+
+// policyResponse turns a decision into the admission answer and its
+// outcome label.
+func policyResponse(d policies.Decision) (admission.Response, string) {
+	// A warning is an HTTP header: the API server drops one that is not a
+	// single line, so multi-line messages (OPA's errors) are folded.
+	warnings := d.Warnings()
+	for i, w := range warnings {
+		warnings[i] = strings.Join(strings.Fields(w), " ")
+	}
+	if denials := d.Denials(); len(denials) > 0 {
+		resp := deny(&metav1.Status{
+			Status:  metav1.StatusFailure,
+			Code:    http.StatusForbidden,
+			Reason:  metav1.StatusReasonForbidden,
+			Message: strings.Join(denials, "\n"),
+		})
+		resp.Warnings = warnings
+		return resp, outcomeDenied
+	}
+	resp := admission.Allowed("")
+	if len(warnings) > 0 {
+		resp.Warnings = warnings
+		return resp, outcomeWarned
+	}
+	return resp, outcomeAllowed
+}
+
+// logDecision logs what the user does not see in the answer: dry-run
+// violations and evaluation errors, with the policy that gave them.
+func logDecision(ctx context.Context, req admission.Request, d policies.Decision) {
+	log := logf.FromContext(ctx)
+	for _, r := range d.Results {
+		switch r.Decision() {
+		case "dryrun":
+			msgs := make([]string, 0, len(r.Deny)+len(r.Warn))
+			for _, v := range append(append([]policies.Violation(nil), r.Deny...), r.Warn...) {
+				msgs = append(msgs, v.Msg)
+			}
+			log.Info("dry-run policy violation", "policy", r.Policy, "source", r.Source, "kind", req.Kind.Kind,
+				"namespace", req.Namespace, "name", req.Name, "uid", req.UID, "messages", msgs)
+		case "error":
+			// The policy's fault, not modelgate's: no error-level log.
+			log.Info("policy evaluation failed", "policy", r.Policy, "source", r.Source, "error", r.Err.Error(),
+				"failurePolicy", r.FailurePolicy, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "uid", req.UID)
+		}
+	}
+}

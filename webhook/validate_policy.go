@@ -1,0 +1,61 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
+)
+
+// +kubebuilder:webhook:path=/validate-workloadpolicy,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicies,verbs=create;update,versions=v1,name=workloadpolicy.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+
+// ValidatePolicyPath is where WorkloadPolicy resources are validated.
+const ValidatePolicyPath = "/validate-workloadpolicy"
+
+// PolicyValidator rejects a WorkloadPolicy that would not load: a module
+// that does not parse or compile (every problem with its line and column),
+// one without deny or warn rules, or bad parameters or match settings. A
+// broken policy never reaches the engine.
+type PolicyValidator struct{}
+
+var _ admission.Handler = PolicyValidator{}
+
+var workloadPolicyKind = schema.GroupKind{Group: policyv1.GroupVersion.Group, Kind: "WorkloadPolicy"}
+
+// Handle implements admission.Handler.
+func (PolicyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	wp := &policyv1.WorkloadPolicy{}
+	if err := unmarshal(req.Object.Raw, wp); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if _, err := compileWorkloadPolicy(ctx, wp); err != nil {
+		return invalid(workloadPolicyKind, wp.Name, policyFieldErrors(err))
+	}
+	return admission.Allowed("")
+}
+
+// policyFieldErrors names the field of each problem: spec.rego for the
+// module's, with "line:column:" first, else the field the error names.
+func policyFieldErrors(err error) field.ErrorList {
+	ce, ok := errors.AsType[*policies.CompileError](err)
+	if !ok {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+	}
+	rego := field.NewPath("spec", "rego")
+	out := make(field.ErrorList, 0, len(ce.Problems))
+	for _, p := range ce.Problems {
+		msg := p.Code + ": " + p.Message
+		if p.Row > 0 {
+			msg = fmt.Sprintf("%d:%d: %s", p.Row, p.Col, msg)
+		}
+		out = append(out, &field.Error{Type: field.ErrorTypeInvalid, Field: rego.String(), BadValue: field.OmitValueType{}, Detail: msg})
+	}
+	return out
+}
