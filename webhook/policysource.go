@@ -20,6 +20,7 @@ import (
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
 )
 
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies,verbs=get;list;watch
@@ -76,7 +77,7 @@ func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) er
 		}
 		loaded := 0
 		for i := range list.Items {
-			if c, err := compileWorkloadPolicy(ctx, &list.Items[i]); err == nil {
+			if c, err := validators.CompileWorkloadPolicy(ctx, &list.Items[i]); err == nil {
 				r.Store.Upsert(c)
 				loaded++
 			}
@@ -104,7 +105,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	wp := &policyv1.WorkloadPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wp); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Store.Delete(SourceWorkloadPolicy, req.Name)
+			r.Store.Delete(validators.SourceWorkloadPolicy, req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -112,7 +113,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	status := wp.Status.DeepCopy()
 	status.ObservedGeneration = wp.Generation
 	cond := metav1.Condition{Type: policyv1.ConditionReady, ObservedGeneration: wp.Generation}
-	c, err := compileWorkloadPolicy(ctx, wp)
+	c, err := validators.CompileWorkloadPolicy(ctx, wp)
 	if err == nil {
 		r.Store.Upsert(c)
 		status.Errors = nil
@@ -120,11 +121,11 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	} else {
 		// A policy that no longer compiles is not enforced: it must not
 		// keep judging with a module that is not the one in the cluster.
-		r.Store.Delete(SourceWorkloadPolicy, wp.Name)
-		r.Metrics.LoadFailed(SourceWorkloadPolicy)
+		r.Store.Delete(validators.SourceWorkloadPolicy, wp.Name)
+		r.Metrics.LoadFailed(validators.SourceWorkloadPolicy)
 		cond.Status, cond.Message = metav1.ConditionFalse, err.Error()
 		if ce, isCompile := errors.AsType[*policies.CompileError](err); isCompile {
-			cond.Reason, status.Errors = policyv1.ReasonCompileError, policyErrors(ce)
+			cond.Reason, status.Errors = policyv1.ReasonCompileError, validators.PolicyErrors(ce)
 		} else {
 			cond.Reason, status.Errors = policyv1.ReasonInvalidParameters, nil
 		}

@@ -12,6 +12,7 @@ import (
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
 )
 
 // +kubebuilder:webhook:path=/validate-workloadpolicy,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicies,verbs=create;update,versions=v1,name=workloadpolicy.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
@@ -35,7 +36,7 @@ func (PolicyValidator) Handle(ctx context.Context, req admission.Request) admiss
 	if err := unmarshal(req.Object.Raw, wp); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if _, err := compileWorkloadPolicy(ctx, wp); err != nil {
+	if _, err := validators.CompileWorkloadPolicy(ctx, wp); err != nil {
 		return invalid(workloadPolicyKind, wp.Name, policyFieldErrors(err))
 	}
 	return admission.Allowed("")

@@ -1,4 +1,4 @@
-package webhook
+package validators
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 // resources in the policy store.
 const SourceWorkloadPolicy = "WorkloadPolicy"
 
-// compileWorkloadPolicy compiles a WorkloadPolicy into the engine's form.
+// CompileWorkloadPolicy compiles a WorkloadPolicy into the engine's form.
 // A Rego problem gives a *policies.CompileError; bad parameters or match
 // settings give a plain error naming the field.
-func compileWorkloadPolicy(ctx context.Context, wp *policyv1.WorkloadPolicy) (*policies.Compiled, error) {
+func CompileWorkloadPolicy(ctx context.Context, wp *policyv1.WorkloadPolicy) (*policies.Compiled, error) {
 	params, err := wp.Parameters()
 	if err != nil {
 		return nil, err
@@ -47,8 +47,8 @@ func compileWorkloadPolicy(ctx context.Context, wp *policyv1.WorkloadPolicy) (*p
 	return c, nil
 }
 
-// policyErrors are a compile error's problems as the status reports them.
-func policyErrors(ce *policies.CompileError) []policyv1.PolicyError {
+// PolicyErrors are a compile error's problems as the status reports them.
+func PolicyErrors(ce *policies.CompileError) []policyv1.PolicyError {
 	out := make([]policyv1.PolicyError, 0, len(ce.Problems))
 	for _, p := range ce.Problems {
 		out = append(out, policyv1.PolicyError{
