@@ -98,6 +98,15 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
 	}
 
+	w := h.workload(req, obj, nsLabels)
+	decision := h.checker.Check(ctx, w)
+	logDecision(ctx, req, decision)
+	return policyResponse(decision)
+}
+
+// workload is what the policies judge: the decoded object, its parsed
+// annotations and the container serving its model.
+func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[string]string) *validators.Workload {
 	paths := obj.annotationPaths()
 	sources := make([]annotations.Source, 0, len(paths))
 	for i, m := range obj.target.Metas() {
@@ -110,10 +119,10 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 	if idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
 		serving = obj.target.PodSpec.Containers[idx].Name
 	}
-	w := &validators.Workload{
+	return &validators.Workload{
 		Kind:             req.Kind.Kind,
 		APIVersion:       strings.TrimPrefix(req.Kind.Group+"/"+req.Kind.Version, "/"),
-		Operation:        string(op),
+		Operation:        string(req.Operation),
 		Namespace:        req.Namespace,
 		NamespaceLabels:  nsLabels,
 		Object:           obj.target.Object,
@@ -125,9 +134,6 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 		Raw:              req.Object.Raw,
 		OldRaw:           req.OldObject.Raw,
 	}
-	decision := h.checker.Check(ctx, w)
-	logDecision(ctx, req, decision)
-	return policyResponse(decision)
 }
 
 // policyResponse turns a decision into the admission answer and its

@@ -23,10 +23,10 @@
 # and nodeName, which can also land a pod on a given product.
 package modelgate.library.allowed_gpu_products
 
-default_products := object.get(input, ["parameters", "products"], [])
+default_products := object.get(input.parameters, ["products"], [])
 
 # allowed is the product list for the workload's namespace; empty means any.
-allowed := object.get(input, ["parameters", "namespaces", input.workload.namespace], default_products)
+allowed := object.get(input.parameters, ["namespaces", input.workload.namespace], default_products)
 
 deny contains msg if {
 	count(allowed) > 0
@@ -40,7 +40,7 @@ deny contains msg if {
 }
 
 deny contains msg if {
-	object.get(input, ["parameters", "requireProduct"], false) == true
+	object.get(input.parameters, ["requireProduct"], false) == true
 	input.workload.gpu.count > 0
 	count(input.workload.gpu.products) == 0
 	msg := sprintf("pod asks for %s but names no GPU product; set modelgate.io/gpu-product%s", [

@@ -20,10 +20,10 @@
 # a number is not reported.
 package modelgate.library.max_gpus_per_pod
 
-default_max := object.get(input, ["parameters", "max"], 8)
+default_max := object.get(input.parameters, ["max"], 8)
 
 # allowed is the limit in the workload's namespace.
-allowed := object.get(input, ["parameters", "namespaces", input.workload.namespace], default_max)
+allowed := object.get(input.parameters, ["namespaces", input.workload.namespace], default_max)
 
 deny contains msg if {
 	input.workload.gpu.count > allowed

@@ -29,7 +29,7 @@ package modelgate.library.model_source_allowlist
 
 model := input.workload.model
 
-listed(name) := object.get(input, ["parameters", name], [])
+listed(name) := object.get(input.parameters, [name], [])
 
 deny contains msg if {
 	allowed := listed("schemes")

@@ -22,7 +22,7 @@ package modelgate.library.pinned_model_revisions
 
 model := input.workload.model
 
-schemes := object.get(input, ["parameters", "schemes"], ["hf", "oci"])
+schemes := object.get(input.parameters, ["schemes"], ["hf", "oci"])
 
 deny contains msg if {
 	model.scheme == "hf"

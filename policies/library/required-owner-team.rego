@@ -21,9 +21,9 @@
 # spec.match.kinds).
 package modelgate.library.required_owner_team
 
-require_team := object.get(input, ["parameters", "requireTeam"], true)
+require_team := object.get(input.parameters, ["requireTeam"], true)
 
-namespace_team := object.get(input, ["workload", "namespaceLabels", "modelgate.io/team"], "")
+namespace_team := object.get(input.workload, ["namespaceLabels", "modelgate.io/team"], "")
 
 deny contains msg if {
 	input.workload.owner == ""
