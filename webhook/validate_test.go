@@ -1,0 +1,300 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// validating is a Validating handler over the policies, compiled from
+// name -> module with the action and failure policy given.
+func validating(t *testing.T, ps ...policies.Policy) *Validating {
+	t.Helper()
+	e := policies.NewEngine(policies.Options{})
+	var cs []*policies.Compiled
+	for _, p := range ps {
+		c, err := policies.Compile(context.Background(), p)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		cs = append(cs, c)
+	}
+	e.Swap(policies.NewSet(cs...))
+	return NewValidating(config.New(), e, testNamespaces, NewPolicyMetrics(nil))
+}
+
+const (
+	denyAll  = "package t\n\ndeny contains \"no deployments here\" if input.workload.kind == \"Deployment\"\n"
+	warnLong = "package t\n\nwarn contains \"first line\\n   second line\" if true\n"
+	conflict = "package t\n\nx := 1 if true\n\nx := 2 if true\n\ndeny contains \"never\" if x == 3\n"
+)
+
+func TestValidatingDecisions(t *testing.T) {
+	dep := func() admission.Request {
+		return create(t, object("Deployment", nsPlain, builders.Options{Annotations: optIn}), alice)
+	}
+	cases := map[string]struct {
+		policies     []policies.Policy
+		req          func() admission.Request
+		wantAllowed  bool
+		wantCode     int32
+		wantMessage  string
+		wantWarnings []string
+	}{
+		"no policies: allowed": {req: dep, wantAllowed: true},
+		"deny: 403 with [policy] message": {
+			policies:    []policies.Policy{{Name: "no-deploy", Module: denyAll}},
+			req:         dep,
+			wantCode:    http.StatusForbidden,
+			wantMessage: "[no-deploy] no deployments here",
+		},
+		"two denials: one line each, by policy name": {
+			policies: []policies.Policy{{Name: "b-second", Module: denyAll}, {Name: "a-first", Module: denyAll}},
+			req:      dep, wantCode: http.StatusForbidden,
+			wantMessage: "[a-first] no deployments here\n[b-second] no deployments here",
+		},
+		"warn action: allowed with the warning": {
+			policies:     []policies.Policy{{Name: "soft", Module: denyAll, Action: policies.ActionWarn}},
+			req:          dep,
+			wantAllowed:  true,
+			wantWarnings: []string{"[soft] no deployments here"},
+		},
+		"dry run: allowed, nothing shown": {
+			policies:    []policies.Policy{{Name: "trial", Module: denyAll, Action: policies.ActionDryRun}},
+			req:         dep,
+			wantAllowed: true,
+		},
+		"a multi-line warning is folded onto one line": {
+			policies:     []policies.Policy{{Name: "long", Module: warnLong}},
+			req:          dep,
+			wantAllowed:  true,
+			wantWarnings: []string{"[long] first line second line"},
+		},
+		"evaluation error, failurePolicy deny: denied": {
+			policies: []policies.Policy{{Name: "broken", Module: conflict}},
+			req:      dep, wantCode: http.StatusForbidden,
+			wantMessage: "[broken] policy evaluation failed",
+		},
+		"evaluation error, failurePolicy allow: a warning": {
+			policies:     []policies.Policy{{Name: "broken", Module: conflict, FailurePolicy: policies.FailAllow}},
+			req:          dep,
+			wantAllowed:  true,
+			wantWarnings: []string{"[broken] policy evaluation failed"},
+		},
+		"excluded namespace: not evaluated": {
+			policies: []policies.Policy{{Name: "no-deploy", Module: denyAll}},
+			req: func() admission.Request {
+				return create(t, object("Deployment", "kube-system", builders.Options{}), alice)
+			},
+			wantAllowed: true,
+		},
+		"ignored namespace: not evaluated": {
+			policies:    []policies.Policy{{Name: "no-deploy", Module: denyAll}},
+			req:         func() admission.Request { return create(t, object("Deployment", nsIgnored, builders.Options{}), alice) },
+			wantAllowed: true,
+		},
+		"a kind modelgate does not handle: allowed": {
+			policies: []policies.Policy{{Name: "no-deploy", Module: denyAll}},
+			req: func() admission.Request {
+				r := dep()
+				r.Kind = metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}
+				return r
+			},
+			wantAllowed: true,
+		},
+		"DELETE: not validated": {
+			policies: []policies.Policy{{Name: "no-deploy", Module: denyAll}},
+			req: func() admission.Request {
+				r := dep()
+				r.Operation = admissionv1.Delete
+				return r
+			},
+			wantAllowed: true,
+		},
+		"undecodable object: 400": {
+			req: func() admission.Request {
+				r := dep()
+				r.Object.Raw = []byte(`{"spec": 7}`)
+				return r
+			},
+			wantCode: http.StatusBadRequest,
+		},
+		"namespace labels unavailable: 500, modelgate's fault": {
+			req:      func() admission.Request { return create(t, object("Deployment", nsBroken, builders.Options{}), alice) },
+			wantCode: http.StatusInternalServerError,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := validating(t, tc.policies...)
+			resp := h.Handle(context.Background(), tc.req())
+			if resp.Allowed != tc.wantAllowed {
+				t.Fatalf("allowed = %v, want %v (result %+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+			if !tc.wantAllowed {
+				if resp.Result.Code != tc.wantCode {
+					t.Errorf("code = %d, want %d (%s)", resp.Result.Code, tc.wantCode, resp.Result.Message)
+				}
+				if !strings.HasPrefix(resp.Result.Message, tc.wantMessage) {
+					t.Errorf("message = %q, want it to start with %q", resp.Result.Message, tc.wantMessage)
+				}
+			}
+			var got []string
+			for _, w := range resp.Warnings {
+				if i := strings.Index(w, " policy evaluation failed"); i >= 0 {
+					w = w[:i+len(" policy evaluation failed")]
+				}
+				got = append(got, w)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, got); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The policies see the object as the mutating webhook left it, through the
+// documented view: the serving container resolved, the model parsed, the
+// GPU count read from the injected limits.
+func TestValidatingView(t *testing.T) {
+	h := validating(t)
+	view := captureView(t, h, injectedReview(t))
+	var v struct {
+		Kind             string `json:"kind"`
+		Operation        string `json:"operation"`
+		Owner            string `json:"owner"`
+		Team             string `json:"team"`
+		Injected         bool   `json:"injected"`
+		ServingContainer string `json:"servingContainer"`
+		Engine           string `json:"engine"`
+		GPU              struct {
+			Count    int      `json:"count"`
+			Products []string `json:"products"`
+		} `json:"gpu"`
+		Model struct {
+			Scheme string `json:"scheme"`
+			Org    string `json:"org"`
+			Pinned bool   `json:"pinned"`
+		} `json:"model"`
+		InitContainers []struct {
+			Name string `json:"name"`
+		} `json:"initContainers"`
+	}
+	if err := json.Unmarshal(view, &v); err != nil {
+		t.Fatalf("decoding the view: %v: %s", err, view)
+	}
+	checks := map[string][2]any{
+		"kind":             {"Deployment", v.Kind},
+		"operation":        {"CREATE", v.Operation},
+		"owner":            {aliceLabel, v.Owner},
+		"team":             {teamName, v.Team},
+		"injected":         {true, v.Injected},
+		"servingContainer": {"server", v.ServingContainer},
+		"engine":           {"vllm", v.Engine},
+		"gpu.count":        {1, v.GPU.Count},
+		"gpu.products":     {"NVIDIA-H100-80GB-HBM3", strings.Join(v.GPU.Products, ",")},
+		"model.scheme":     {"hf", v.Model.Scheme},
+		"model.org":        {"meta-llama", v.Model.Org},
+		"model.pinned":     {true, v.Model.Pinned},
+	}
+	for field, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("workload.%s = %v, want %v", field, c[1], c[0])
+		}
+	}
+	if len(v.InitContainers) == 0 || v.InitContainers[0].Name != "model-loader" {
+		t.Errorf("initContainers = %+v, want the injected model-loader first", v.InitContainers)
+	}
+}
+
+func TestPolicyValidator(t *testing.T) {
+	const good = "package t\n\ndeny contains \"x\" if input.workload.gpu.count > input.parameters.max\n"
+	cases := map[string]struct {
+		edit        func(*policyv1.WorkloadPolicy)
+		wantAllowed bool
+		wantFields  []string
+		wantDetail  string
+	}{
+		"a valid policy": {wantAllowed: true},
+		"a parse error: spec.rego with line and column": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.Rego = "package t\n\ndeny contains msg if {\n\tmsg := \n}\n"
+			},
+			wantFields: []string{"spec.rego"},
+			wantDetail: "5:1: rego_parse_error",
+		},
+		"no deny or warn rule": {
+			edit:       func(wp *policyv1.WorkloadPolicy) { wp.Spec.Rego = "package t\n\nallow := true\n" },
+			wantFields: []string{"spec.rego"},
+			wantDetail: "deny",
+		},
+		"an unknown function: a compile error with its position": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.Rego = "package t\n\ndeny contains x if x := nosuch.fn(1)\n"
+			},
+			wantFields: []string{"spec.rego"},
+			wantDetail: "3:",
+		},
+		"parameters that are not an object": {
+			edit:       func(wp *policyv1.WorkloadPolicy) { wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`[1, 2]`)} },
+			wantFields: []string{"spec"},
+			wantDetail: "spec.parameters",
+		},
+		"an invalid namespace selector": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.Match.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "team", Operator: "Near"}}}
+			},
+			wantFields: []string{"spec"},
+			wantDetail: "namespaceSelector",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gpus"}}
+			wp.Spec.Rego = good
+			wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 8}`)}
+			if tc.edit != nil {
+				tc.edit(wp)
+			}
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Kind: metav1.GroupVersionKind{Group: "policy.modelgate.io", Version: "v1", Kind: "WorkloadPolicy"}, Name: wp.Name,
+				Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: toJSON(t, wp)},
+			}}
+			resp := PolicyValidator{}.Handle(context.Background(), req)
+			if resp.Allowed != tc.wantAllowed {
+				t.Fatalf("allowed = %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+			if tc.wantAllowed {
+				return
+			}
+			if resp.Result.Code != http.StatusUnprocessableEntity {
+				t.Errorf("code = %d, want 422", resp.Result.Code)
+			}
+			var fields []string
+			for _, c := range resp.Result.Details.Causes {
+				fields = append(fields, c.Field)
+			}
+			if diff := cmp.Diff(tc.wantFields, fields); diff != "" {
+				t.Errorf("fields (-want +got):\n%s", diff)
+			}
+			if !strings.Contains(resp.Result.Message, tc.wantDetail) {
+				t.Errorf("message %q does not contain %q", resp.Result.Message, tc.wantDetail)
+			}
+		})
+	}
+}
