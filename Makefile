@@ -92,11 +92,15 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration ## Run every test: unit, fuzz seeds, and the envtest suite on a real API server.
+test: test-unit test-policies test-integration ## Run every test: unit, fuzz seeds, the policy library through modelgate test, and the envtest suite on a real API server.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
 	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v /test/integration)
+
+.PHONY: test-policies
+test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
+	$(GO) run ./cmd/modelgate test policies/library
 
 .PHONY: test-integration
 test-integration: $(ENVTEST_DEPS) ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server).

@@ -15,14 +15,17 @@ const usage = `modelgate: admission webhook and policy engine for GPU and AI wor
 
 Usage:
   modelgate serve [flags]    run the webhook server (modelgate serve -h for flags)
+  modelgate render -f FILE   run manifests through the webhooks offline: mutated objects
+                             on stdout, decisions on stderr (modelgate render -h for flags)
+  modelgate test PATH...     run the Rego tests and declarative case files under PATH
   modelgate version          print the version
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -30,6 +33,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "render":
+		return render(args[1:], stdin, stdout, stderr)
+	case "test":
+		return test(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return 0

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
+
+const (
+	goldenDir  = "testdata/golden"
+	samples    = "../../config/samples/policies"
+	updateHint = "run `go test ./cmd/modelgate -update` to accept the new output"
+)
+
+// runCLI runs modelgate in process with the arguments and stdin, and
+// returns what it printed and its exit status.
+func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// golden compares got with testdata/golden/<name>, rewriting it with
+// -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join(goldenDir, name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading %s: %v; %s", path, err, updateHint)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got):\n%s\n%s", path, diff, updateHint)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRender runs modelgate render on the manifests under testdata/render
+// and compares stdout and stderr with testdata/golden/<case>.stdout.yaml
+// and <case>.stderr.txt, and the exit status with the case's. An error
+// (exit status 2) must print no object at all.
+func TestRender(t *testing.T) {
+	vllm := "testdata/render/vllm-deployment.yaml"
+	cases := map[string]struct {
+		args  []string
+		stdin string
+		code  int
+	}{
+		// Exit 0: everything allowed.
+		"vllm-no-policies": {args: []string{"-f", vllm}},
+		"passthrough":      {args: []string{"-f", "testdata/render/passthrough.yaml"}},
+		"namespace-and-list": {args: []string{"-f", "testdata/render/namespace-and-list.yaml",
+			"--policies", samples, "--user", "bob"}},
+		"config-loader-image": {args: []string{"-f", vllm, "--config", "testdata/config/loader.yaml",
+			"--groups", "ml-engineers"}},
+		"stdin": {args: []string{"-f", "-", "--namespace", "team-b"},
+			stdin: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {modelgate.io/inject: \"true\", modelgate.io/gpu: \"1\"}\nspec:\n  containers: [{name: c, image: i}]\n"},
+		// A directory's manifest files, in name order.
+		"directory": {args: []string{"-f", "testdata/config"}},
+		// Exit 1: denied by a policy or by the mutating webhook.
+		"single-policy-file": {args: []string{"-f", vllm, "--policies", samples + "/max-gpus-per-pod.yaml"}, code: 1},
+		"vllm-library-denied": {args: []string{"-f", vllm, "--policies", samples,
+			"--namespace-labels", "modelgate.io/team=nlp", "--user", "alice@example.com"}, code: 1},
+		"malformed-annotation": {args: []string{"-f", "testdata/render/malformed-annotation.yaml",
+			"--policies", samples}, code: 1},
+		// Exit 2: errors.
+		"bad-documents":        {args: []string{"-f", "testdata/render/bad-documents.yaml"}, code: 2},
+		"undecodable-object":   {args: []string{"-f", "testdata/render/undecodable-object.yaml"}, code: 2},
+		"broken-policies":      {args: []string{"-f", vllm, "--policies", "testdata/policies/broken"}, code: 2},
+		"broken-policy-dir":    {args: []string{"-f", vllm, "--policies", "testdata/policies/broken-rego"}, code: 2},
+		"invalid-config":       {args: []string{"-f", vllm, "--config", "testdata/config/invalid.yaml"}, code: 2},
+		"bad-namespace-labels": {args: []string{"-f", vllm, "--namespace-labels", "modelgate.io/team"}, code: 2},
+		"bad-namespace":        {args: []string{"-f", vllm, "--namespace", "Team_A"}, code: 2},
+		"no-manifests":         {args: []string{"--policies", samples}, code: 2},
+		"missing-file":         {args: []string{"-f", "testdata/render/no-such-file.yaml"}, code: 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, tc.stdin, append([]string{"render"}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit status %d, want %d; stderr:\n%s", code, tc.code, stderr)
+			}
+			if code == 2 {
+				if stdout != "" {
+					t.Errorf("an error printed objects on stdout:\n%s", stdout)
+				}
+			} else {
+				golden(t, name+".stdout.yaml", stdout)
+			}
+			golden(t, name+".stderr.txt", stderr)
+		})
+	}
+}
+
+// Objects modelgate does not handle, and handled ones it leaves alone,
+// come out exactly as they went in, comments included.
+func TestRenderPassesThroughVerbatim(t *testing.T) {
+	for _, file := range []string{"testdata/render/passthrough.yaml"} {
+		stdout, stderr, code := runCLI(t, "", "render", "-f", file)
+		if code != 0 {
+			t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+		}
+		if want := readFile(t, file); stdout != want {
+			t.Errorf("stdout differs from %s (-want +got):\n%s", file, cmp.Diff(want, stdout))
+		}
+	}
+}
+
+// render gives what the webhook gives: each golden input of the mutating
+// webhook's own tests (webhook/testdata/golden, admitted there by alice in
+// namespace ml-research of team research) renders to its golden output.
+// Both are compared as typed objects, since the webhook's tests send the
+// object as the API server would, with its empty sections and defaults.
+func TestRenderMatchesWebhookGolden(t *testing.T) {
+	ins, err := filepath.Glob("../../webhook/testdata/golden/*.in.yaml")
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no webhook golden inputs (err %v)", err)
+	}
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+		t.Run(name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, "", "render", "-f", in,
+				"--namespace-labels", "modelgate.io/team=research", "--user", "alice@example.com")
+			if code != 0 {
+				t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+			}
+			got, want := typed(t, []byte(stdout)), typed(t, []byte(readFile(t, strings.TrimSuffix(in, ".in.yaml")+".out.yaml")))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("render differs from the webhook's golden output (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// typed decodes a manifest into its typed object.
+func typed(t *testing.T, y []byte) any {
+	t.Helper()
+	var tm metav1.TypeMeta
+	if err := yaml.Unmarshal(y, &tm); err != nil {
+		t.Fatal(err)
+	}
+	obj := builders.Empty(tm.Kind)
+	if err := yaml.UnmarshalStrict(y, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}

@@ -1,0 +1,246 @@
+package offline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/webhook"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// handled are the kinds modelgate's webhooks take (the resources of the
+// markers in webhook/mutate.go and webhook/validate.go), keyed by
+// apiVersion and kind.
+var handled = map[[2]string]metav1.GroupVersionResource{
+	{"v1", "Pod"}:              {Group: "", Version: "v1", Resource: "pods"},
+	{"apps/v1", "Deployment"}:  {Group: "apps", Version: "v1", Resource: "deployments"},
+	{"apps/v1", "StatefulSet"}: {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	{"batch/v1", "Job"}:        {Group: "batch", Version: "v1", Resource: "jobs"},
+	{"batch/v1", "CronJob"}:    {Group: "batch", Version: "v1", Resource: "cronjobs"},
+}
+
+// Handles reports whether modelgate's webhooks take objects of the
+// apiVersion and kind.
+func Handles(apiVersion, kind string) bool {
+	_, ok := handled[[2]string{apiVersion, kind}]
+	return ok
+}
+
+// Decision is what admission did with an object.
+type Decision string
+
+// Decisions, in the words `modelgate render` prints and case files expect.
+const (
+	Allowed Decision = "allowed"
+	Warned  Decision = "warned"
+	Denied  Decision = "denied"
+)
+
+// Decisions are the valid Decision values.
+var Decisions = []Decision{Allowed, Warned, Denied}
+
+// Outcome is the answer of the webhooks for one object.
+type Outcome struct {
+	Decision Decision
+	// Denials are the lines of a denial: "[policy] message" from the
+	// policies, or the mutating webhook's message for malformed
+	// annotations (422) or hand-set reserved metadata (403).
+	Denials []string
+	// Warnings are the admission warnings, "[policy] message".
+	Warnings []string
+	// Object is the object after mutation, as JSON: the input itself when
+	// the mutating webhook changed nothing or denied it.
+	Object []byte
+	// Mutated reports whether the mutating webhook patched the object.
+	Mutated bool
+	// Checked reports whether the object reached the policies; Skipped
+	// says why not.
+	Checked bool
+	Skipped string
+}
+
+// Request is one object to admit as a CREATE.
+type Request struct {
+	// Object is the object as JSON; its metadata.namespace may be unset.
+	Object []byte
+	// Namespace is the namespace it is created in.
+	Namespace string
+	// User is the requester.
+	User authenticationv1.UserInfo
+}
+
+// Admitter sends objects through the mutating and validating handlers as
+// the API server would: mutation first, its patch applied, then the
+// policies on the mutated object.
+type Admitter struct {
+	mutating    *webhook.Mutating
+	validating  *webhook.Validating
+	namespaces  webhook.NamespaceLabeler
+	gpuResource string
+}
+
+// NewAdmitter builds the webhook's handlers from the configuration, the
+// engine holding the policies and the namespace labels. Metrics are not
+// registered anywhere.
+func NewAdmitter(cfg *config.Configuration, engine *policies.Engine, ns webhook.NamespaceLabeler) *Admitter {
+	return &Admitter{
+		mutating:    webhook.NewMutating(cfg, ns, webhook.NewMetrics(nil)),
+		validating:  webhook.NewValidating(cfg, engine, ns, webhook.NewPolicyMetrics(nil)),
+		namespaces:  ns,
+		gpuResource: cfg.Injection.GPU.ResourceName,
+	}
+}
+
+// NewEngine returns an engine evaluating the policies under the
+// configuration's evaluation timeout, as the server's does.
+func NewEngine(cfg *config.Configuration, cs []*policies.Compiled) *policies.Engine {
+	o := policies.Options{}
+	if t := cfg.Policy.EvaluationTimeout; t != nil {
+		o.Timeout = t.Duration
+	}
+	e := policies.NewEngine(o)
+	e.Swap(policies.NewSet(cs...))
+	return e
+}
+
+// ErrWebhook marks an answer that is neither an admission nor a denial:
+// the object cannot be decoded (400), or modelgate failed (500).
+var ErrWebhook = errors.New("webhook error")
+
+// Admit runs one object through the webhooks. Objects of kinds modelgate
+// does not handle are allowed unchanged. The error is for an object the
+// webhooks cannot judge (ErrWebhook) or a patch that does not apply.
+func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
+	ti, err := ReadTypeInfo(r.Object)
+	if err != nil {
+		return Outcome{}, err
+	}
+	gvr, ok := handled[[2]string{ti.APIVersion, ti.Kind}]
+	if !ok {
+		return Outcome{Decision: Allowed, Object: r.Object, Skipped: "not a kind modelgate handles"}, nil
+	}
+	// The API server sends the object with its namespace set.
+	sent, err := setNamespace(r.Object, r.Namespace)
+	if err != nil {
+		return Outcome{}, err
+	}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "00000000-0000-0000-0000-000000000000",
+		Kind:      metav1.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: ti.Kind},
+		Resource:  gvr,
+		Name:      ti.Metadata.Name,
+		Namespace: r.Namespace,
+		Operation: admissionv1.Create,
+		UserInfo:  r.User,
+		Object:    runtime.RawExtension{Raw: sent},
+	}}
+
+	out := Outcome{Object: r.Object}
+	resp := a.mutating.Handle(ctx, req)
+	out.Warnings = append(out.Warnings, resp.Warnings...)
+	if !resp.Allowed {
+		return denial(out, resp, "mutating")
+	}
+	if len(resp.Patch) > 0 {
+		if sent, err = applyPatch(sent, resp.Patch); err != nil {
+			return Outcome{}, err
+		}
+		if out.Object, err = applyPatch(r.Object, resp.Patch); err != nil {
+			return Outcome{}, err
+		}
+		out.Mutated = true
+	}
+
+	nsLabels, err := a.namespaces.NamespaceLabels(ctx, r.Namespace)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("namespace %q: %w", r.Namespace, err)
+	}
+	if ok, why, err := SentToPolicies(sent, nsLabels, a.gpuResource); err != nil {
+		return Outcome{}, err
+	} else if !ok {
+		out.Skipped = why
+		return decided(out), nil
+	}
+	out.Checked = true
+	req.Object.Raw = sent
+	resp = a.validating.Handle(ctx, req)
+	out.Warnings = append(out.Warnings, resp.Warnings...)
+	if !resp.Allowed {
+		return denial(out, resp, "validating")
+	}
+	return decided(out), nil
+}
+
+// decided sets the decision of an admitted object.
+func decided(out Outcome) Outcome {
+	out.Decision = Allowed
+	if len(out.Warnings) > 0 {
+		out.Decision = Warned
+	}
+	return out
+}
+
+// denial turns a refusal into a Denied outcome, or an error when it is not
+// a judgement of the object (a bad request or modelgate's own failure).
+func denial(out Outcome, resp admission.Response, which string) (Outcome, error) {
+	code, msg := int32(http.StatusForbidden), ""
+	if resp.Result != nil {
+		code, msg = resp.Result.Code, resp.Result.Message
+	}
+	if code != http.StatusForbidden && code != http.StatusUnprocessableEntity {
+		return Outcome{}, fmt.Errorf("%w: the %s webhook answered %d: %s", ErrWebhook, which, code, msg)
+	}
+	out.Decision = Denied
+	out.Denials = strings.Split(msg, "\n")
+	return out, nil
+}
+
+// applyPatch applies a JSON patch as the API server does. Missing parents
+// of an added path are created: the patch is computed against the object
+// as the API server would send it, where empty sections the manifest
+// leaves out (a CronJob's jobTemplate.metadata) are present.
+func applyPatch(doc, patch []byte) ([]byte, error) {
+	p, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the mutating webhook's patch: %w", err)
+	}
+	o := jsonpatch.NewApplyOptions()
+	o.EnsurePathExistsOnAdd = true
+	out, err := p.ApplyWithOptions(doc, o)
+	if err != nil {
+		return nil, fmt.Errorf("applying the mutating webhook's patch: %w", err)
+	}
+	return out, nil
+}
+
+// setNamespace sets metadata.namespace, leaving the rest of the object as
+// it is.
+func setNamespace(obj []byte, ns string) ([]byte, error) {
+	value, err := json.Marshal(ns)
+	if err != nil {
+		return nil, fmt.Errorf("setting the namespace: %w", err)
+	}
+	op, err := jsonpatch.DecodePatch(fmt.Appendf(nil, `[{"op":"add","path":"/metadata/namespace","value":%s}]`, value))
+	if err != nil {
+		return nil, fmt.Errorf("setting the namespace: %w", err)
+	}
+	o := jsonpatch.NewApplyOptions()
+	o.EnsurePathExistsOnAdd = true
+	out, err := op.ApplyWithOptions(obj, o)
+	if err != nil {
+		return nil, fmt.Errorf("setting the namespace: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,118 @@
+package offline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// PolicyScopeLabel set to PolicyScopeAll on a namespace sends every
+// workload in it to the policies (scope.validate.modelgate.io).
+const (
+	PolicyScopeLabel = annotations.Prefix + "policy-scope"
+	PolicyScopeAll   = "all"
+)
+
+// SentToPolicies reports whether the API server sends an object (after
+// mutation) to one of the validating webhooks, and if not, why. It mirrors
+// the match conditions of config/webhook/validating-selectors.yaml, which
+// the API server evaluates and the handler never sees:
+//
+//   - a namespace labelled modelgate.io/policy-scope=all sends everything;
+//   - a namespace labelled modelgate.io/injection=enabled sends every
+//     workload not opted out with modelgate.io/inject: "false";
+//   - any other namespace sends workloads whose modelgate.io/inject is set
+//     to anything but "false";
+//   - and all of them send workloads with a container or init container
+//     that requests or limits the GPU resource.
+//
+// The namespace exclusions of the selectors (kube-system, modelgate's
+// namespace, modelgate.io/ignore) are left to the handler, which applies
+// the same ones.
+func SentToPolicies(obj []byte, nsLabels map[string]string, gpuResource string) (bool, string, error) {
+	if nsLabels[PolicyScopeLabel] == PolicyScopeAll {
+		return true, "", nil
+	}
+	var o map[string]any
+	d := json.NewDecoder(bytes.NewReader(obj))
+	d.UseNumber()
+	if err := d.Decode(&o); err != nil {
+		return false, "", fmt.Errorf("reading the object: %w", err)
+	}
+	if requestsGPUs(o, gpuResource) {
+		return true, "", nil
+	}
+	if nsLabels[annotations.NamespaceInjection] == annotations.InjectionEnabled {
+		if injectValue(o, func(v string) bool { return v == "false" }) {
+			return false, `not sent to the policies: opted out with modelgate.io/inject: "false" and requests no GPUs`, nil
+		}
+		return true, "", nil
+	}
+	if injectValue(o, func(v string) bool { return v != "false" }) {
+		return true, "", nil
+	}
+	return false, "not sent to the policies: not opted in and requests no GPUs", nil
+}
+
+// metaPaths and specPaths are where the match conditions look for
+// metadata and pod specs.
+var (
+	metaPaths = [][]string{
+		{"metadata"},
+		{"spec", "template", "metadata"},
+		{"spec", "jobTemplate", "metadata"},
+		{"spec", "jobTemplate", "spec", "template", "metadata"},
+	}
+	specPaths = [][]string{
+		{"spec"},
+		{"spec", "template", "spec"},
+		{"spec", "jobTemplate", "spec", "template", "spec"},
+	}
+)
+
+// injectValue reports whether any metadata carries modelgate.io/inject
+// with a value that satisfies match.
+func injectValue(o map[string]any, match func(string) bool) bool {
+	for _, p := range metaPaths {
+		m, _ := lookup(o, p...).(map[string]any)
+		ann, _ := m["annotations"].(map[string]any)
+		if v, ok := ann[annotations.Inject].(string); ok && match(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestsGPUs reports whether any container or init container of any pod
+// spec requests or limits the resource.
+func requestsGPUs(o map[string]any, resource string) bool {
+	for _, p := range specPaths {
+		spec, _ := lookup(o, p...).(map[string]any)
+		for _, list := range []string{"containers", "initContainers"} {
+			cs, _ := spec[list].([]any)
+			for _, c := range cs {
+				for _, section := range []string{"limits", "requests"} {
+					rl, _ := lookup(c, "resources", section).(map[string]any)
+					if _, ok := rl[resource]; ok {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// lookup walks nested objects; nil when a step is missing.
+func lookup(v any, path ...string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
