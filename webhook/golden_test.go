@@ -42,14 +42,9 @@ var goldenNamespaces = fakeNamespaces{goldenNamespace: {annotations.NamespaceTea
 // with <case>.out.yaml. The output must be a fixed point: admitting it
 // again, as an UPDATE or as a repeated CREATE, patches nothing.
 func TestGolden(t *testing.T) {
-	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
-	if err != nil || len(ins) == 0 {
-		t.Fatalf("no golden inputs in %s (err %v)", goldenDir, err)
-	}
 	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
 	ctx := context.Background()
-	for _, in := range ins {
-		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			obj := readGoldenInput(t, in)
 			resp := h.Handle(ctx, obj.request(admissionv1.Create, obj.raw, nil))
@@ -89,6 +84,20 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goldenInputs maps each golden case's name to its input file.
+func goldenInputs(t *testing.T) map[string]string {
+	t.Helper()
+	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden inputs in %s (err %v)", goldenDir, err)
+	}
+	out := make(map[string]string, len(ins))
+	for _, in := range ins {
+		out[strings.TrimSuffix(filepath.Base(in), ".in.yaml")] = in
+	}
+	return out
 }
 
 // Every golden output belongs to an input: a renamed or removed case
@@ -157,14 +166,9 @@ func (g goldenInput) request(op admissionv1.Operation, raw, oldRaw []byte) admis
 // it. A Pod's spec cannot change after creation: its opt-out patches
 // nothing.
 func TestGoldenOptOut(t *testing.T) {
-	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
-	if err != nil || len(ins) == 0 {
-		t.Fatalf("no golden inputs in %s (err %v)", goldenDir, err)
-	}
 	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
 	ctx := context.Background()
-	for _, in := range ins {
-		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
+	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			obj := readGoldenInput(t, in)
 			outYAML, err := os.ReadFile(filepath.Join(goldenDir, name+".out.yaml"))

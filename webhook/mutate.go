@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -96,41 +95,13 @@ func (h *Mutating) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
-	op := mutators.Operation(req.Operation)
-	if op != mutators.Create && op != mutators.Update {
-		return admission.Allowed("operation not mutated"), outcomeSkipped
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, true)
+	if a == nil {
+		return resp, outcome
 	}
-	decode, ok := decoders[req.Kind]
-	if !ok {
-		return admission.Allowed("kind not handled by modelgate"), outcomeSkipped
-	}
-	if h.excluded.Has(req.Namespace) {
-		return admission.Allowed("namespace excluded from injection"), outcomeSkipped
-	}
-	obj, err := decode(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
-	}
-	var old *decoded
-	if op == mutators.Update {
-		if old, err = decode(req.OldObject.Raw); err != nil {
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
-		}
-	}
-
-	nsLabels, err := h.namespaces.NamespaceLabels(ctx, req.Namespace)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err), outcomeError
-	}
-	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
-		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
-	}
-
+	op, obj, old, nsLabels := a.op, a.obj, a.old, a.nsLabels
+	sources := obj.annotationSources()
 	paths := obj.annotationPaths()
-	sources := make([]annotations.Source, 0, len(paths))
-	for i, m := range obj.target.Metas() {
-		sources = append(sources, annotations.Source{Path: paths[i], Annotations: m.Annotations})
-	}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	settings, errs := h.parser.Parse(sources...)
 	if injectErrs := onlyInject(errs); len(injectErrs) > 0 {

@@ -75,29 +75,11 @@ func (h *Validating) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 func (h *Validating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
-	op := mutators.Operation(req.Operation)
-	if op != mutators.Create && op != mutators.Update {
-		return admission.Allowed("operation not validated"), outcomeSkipped
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false)
+	if a == nil {
+		return resp, outcome
 	}
-	decode, ok := decoders[req.Kind]
-	if !ok {
-		return admission.Allowed("kind not handled by modelgate"), outcomeSkipped
-	}
-	if h.excluded.Has(req.Namespace) {
-		return admission.Allowed("namespace excluded"), outcomeSkipped
-	}
-	obj, err := decode(req.Object.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
-	}
-	nsLabels, err := h.namespaces.NamespaceLabels(ctx, req.Namespace)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err), outcomeError
-	}
-	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
-		return admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
-	}
-
+	obj, nsLabels := a.obj, a.nsLabels
 	w := h.workload(req, obj, nsLabels)
 	decision := h.checker.Check(ctx, w)
 	logDecision(ctx, req, decision)
@@ -108,13 +90,9 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 // annotations and the container serving its model.
 func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[string]string) *validators.Workload {
 	paths := obj.annotationPaths()
-	sources := make([]annotations.Source, 0, len(paths))
-	for i, m := range obj.target.Metas() {
-		sources = append(sources, annotations.Source{Path: paths[i], Annotations: m.Annotations})
-	}
 	// Malformed annotations on an opted-in object were rejected by the
 	// mutating webhook; on any other object the policies see what parsed.
-	settings, _ := h.parser.Parse(sources...)
+	settings, _ := h.parser.Parse(obj.annotationSources()...)
 	serving := ""
 	if idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
 		serving = obj.target.PodSpec.Containers[idx].Name

@@ -27,21 +27,12 @@ failed". Exit status: 0 when every test passed, 1 when one failed, 2 when a
 file could not be read or loaded, or a test could not be run.
 `
 
-// tally counts the tests run.
-type tally struct {
-	passed, failed, errored, skipped int
-}
+// tally counts the tests run; it prints as policies.TestSummary does,
+// "N passed, N failed" and any errored and skipped.
+type tally = policies.TestSummary
 
-func (t tally) String() string {
-	s := fmt.Sprintf("%d passed, %d failed", t.passed, t.failed)
-	if t.errored > 0 {
-		s += fmt.Sprintf(", %d errored", t.errored)
-	}
-	if t.skipped > 0 {
-		s += fmt.Sprintf(", %d skipped", t.skipped)
-	}
-	return s
-}
+// counted is how many tests the tally has seen.
+func counted(s tally) int { return s.Passed + s.Failed + s.Errored + s.Skipped }
 
 func test(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("modelgate test", flag.ContinueOnError)
@@ -64,9 +55,9 @@ func test(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, t.tally)
 	switch {
-	case t.errored > 0:
+	case t.Errored > 0:
 		return 2
-	case t.failed > 0:
+	case t.Failed > 0:
 		return 1
 	}
 	return 0
@@ -93,7 +84,7 @@ func (t *tester) path(ctx context.Context, path string) {
 		t.errorf(path, fmt.Errorf("not a directory or a *%s file", offline.CaseFileSuffix))
 		return
 	}
-	before := t.tally
+	before := counted(t.tally)
 	t.rego(ctx, path)
 	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -107,7 +98,7 @@ func (t *tester) path(ctx context.Context, path string) {
 	if err != nil {
 		t.errorf(path, err)
 	}
-	if t.tally == before {
+	if counted(t.tally) == before {
 		t.errorf(path, fmt.Errorf("no tests: no _test.rego files and no *%s files", offline.CaseFileSuffix))
 	}
 }
@@ -119,18 +110,18 @@ func (t *tester) rego(ctx context.Context, dir string) {
 		name := filepath.Join(dir, r.File) + ": " + r.Name
 		switch r.Outcome {
 		case "pass":
-			t.passed++
+			t.Passed++
 			fmt.Fprintf(t.out, "PASS %s\n", name)
 		case "fail":
-			t.failed++
+			t.Failed++
 			fmt.Fprintf(t.out, "FAIL %s\n", name)
 			t.detail(fmt.Sprintf("%s:%d: %s.%s is false or undefined", filepath.Join(dir, r.File), r.Row, r.Package, r.Name))
 			t.detail(r.Output)
 		case "skip":
-			t.skipped++
+			t.Skipped++
 			fmt.Fprintf(t.out, "SKIP %s\n", name)
 		default:
-			t.errored++
+			t.Errored++
 			fmt.Fprintf(t.out, "ERROR %s\n", name)
 			if r.Err != nil {
 				t.detail(r.Err.Error())
@@ -168,14 +159,14 @@ func (t *tester) caseFile(ctx context.Context, path string) {
 		name := path + ": " + r.Case.Name
 		switch {
 		case r.Err != nil:
-			t.errored++
+			t.Errored++
 			fmt.Fprintf(t.out, "ERROR %s\n", name)
 			t.detail(r.Err.Error())
 		case r.Passed:
-			t.passed++
+			t.Passed++
 			fmt.Fprintf(t.out, "PASS %s\n", name)
 		default:
-			t.failed++
+			t.Failed++
 			fmt.Fprintf(t.out, "FAIL %s\n", name)
 			t.detail(expected(&r.Case.Expect))
 			t.detail(got(&r.Outcome))
@@ -223,7 +214,7 @@ func messageLines(msgs []string) string {
 
 // errorf reports a file or test that could not be run.
 func (t *tester) errorf(what string, err error) {
-	t.errored++
+	t.Errored++
 	fmt.Fprintf(t.out, "ERROR %s\n", what)
 	t.detail(err.Error())
 }

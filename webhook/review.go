@@ -1,0 +1,68 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
+)
+
+// admitted is a workload admission request a handler acts on: the object
+// decoded once (and the old object, when the handler asks for it on an
+// UPDATE), and the labels of its namespace.
+type admitted struct {
+	op       mutators.Operation
+	obj, old *decoded
+	nsLabels map[string]string
+}
+
+// admit does what every workload handler does first: it skips operations,
+// kinds and namespaces modelgate leaves alone, decodes the object (and, with
+// withOld, the old object on UPDATE), and reads the namespace's labels from
+// the cache. When the handler has nothing more to do, admit returns nil with
+// the answer and its outcome.
+func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool) (*admitted, admission.Response, string) {
+	a := &admitted{op: mutators.Operation(req.Operation)}
+	if a.op != mutators.Create && a.op != mutators.Update {
+		return nil, admission.Allowed("operation not handled by modelgate"), outcomeSkipped
+	}
+	decode, ok := decoders[req.Kind]
+	if !ok {
+		return nil, admission.Allowed("kind not handled by modelgate"), outcomeSkipped
+	}
+	if excluded.Has(req.Namespace) {
+		return nil, admission.Allowed("namespace excluded"), outcomeSkipped
+	}
+	var err error
+	if a.obj, err = decode(req.Object.Raw); err != nil {
+		return nil, admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
+	}
+	if withOld && a.op == mutators.Update {
+		if a.old, err = decode(req.OldObject.Raw); err != nil {
+			return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
+		}
+	}
+	if a.nsLabels, err = ns.NamespaceLabels(ctx, req.Namespace); err != nil {
+		return nil, admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
+	if _, ignored := a.nsLabels[annotations.NamespaceIgnore]; ignored {
+		return nil, admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	}
+	return a, admission.Response{}, ""
+}
+
+// annotationSources are the object's metadata annotations, each with the
+// field path problems in it are reported at, outermost first.
+func (d *decoded) annotationSources() []annotations.Source {
+	paths := d.annotationPaths()
+	out := make([]annotations.Source, 0, len(paths))
+	for i, m := range d.target.Metas() {
+		out = append(out, annotations.Source{Path: paths[i], Annotations: m.Annotations})
+	}
+	return out
+}
