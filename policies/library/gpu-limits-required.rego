@@ -19,31 +19,38 @@ package modelgate.library.gpu_limits_required
 
 resource := input.workload.gpu.resource
 
-# containers pairs every container with how messages name it.
-containers contains ["container", c] if some c in input.workload.containers
-
-containers contains ["init container", c] if some c in input.workload.initContainers
+# One rule per container list, iterating it directly: cheaper than collecting
+# the containers first. A limit equal to the request, the common case, stops
+# the rule at one comparison; problem tells a missing limit from a different
+# quantity only after that. The rules read input.workload.gpu.resource
+# directly: cheaper than the resource rule, which the messages use.
 
 deny contains msg if {
-	some [what, c] in containers
-	request := c.resources.requests[resource]
-	not has_limit(c)
-	msg := sprintf("%s %q requests %v %s but sets no limit; set resources.limits[%q] to %v, equal to the request", [
-		what, c.name, request, resource, resource, request,
-	])
+	some c in input.workload.containers
+	request := c.resources.requests[input.workload.gpu.resource]
+	not c.resources.limits[input.workload.gpu.resource] == request
+	msg := problem("container", c.name, request, c.resources)
 }
 
 deny contains msg if {
-	some [what, c] in containers
-	request := c.resources.requests[resource]
-	limit := c.resources.limits[resource]
+	some c in input.workload.initContainers
+	request := c.resources.requests[input.workload.gpu.resource]
+	not c.resources.limits[input.workload.gpu.resource] == request
+	msg := problem("init container", c.name, request, c.resources)
+}
+
+# problem is what is wrong with a container's GPU limit, given its request:
+# there is none, or it is a different quantity.
+problem(what, name, request, resources) := sprintf("%s %q requests %v %s but sets no limit; set resources.limits[%q] to %v, equal to the request", [
+	what, name, request, resource, resource, request,
+]) if {
+	not resources.limits[resource]
+} else := sprintf("%s %q requests %v %s but limits it to %v; resources.limits[%q] must equal the request (%v)", [
+	what, name, request, resource, limit, resource, request,
+]) if {
+	limit := resources.limits[resource]
 	quantity(limit) != quantity(request)
-	msg := sprintf("%s %q requests %v %s but limits it to %v; resources.limits[%q] must equal the request (%v)", [
-		what, c.name, request, resource, limit, resource, request,
-	])
 }
-
-has_limit(c) if c.resources.limits[resource]
 
 # quantity turns a Kubernetes quantity ("2", "2000m") into a number.
 quantity(q) := units.parse(q) if is_string(q)

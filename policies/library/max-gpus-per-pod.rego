@@ -20,12 +20,10 @@
 # a number is not reported.
 package modelgate.library.max_gpus_per_pod
 
-default_max := object.get(input.parameters, ["max"], 8)
-
-# allowed is the limit in the workload's namespace.
-allowed := object.get(input.parameters, ["namespaces", input.workload.namespace], default_max)
-
 deny contains msg if {
+	# allowed is the limit in the workload's namespace: its own, else max. It
+	# is computed here rather than in a rule of its own, which costs more.
+	allowed := object.get(input.parameters, ["namespaces", input.workload.namespace], object.get(input.parameters, ["max"], 8))
 	input.workload.gpu.count > allowed
 	msg := sprintf("%s asks for %s; %s per pod in namespace %q", [
 		asker,

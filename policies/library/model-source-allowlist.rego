@@ -27,51 +27,60 @@
 # a container downloads by itself (its image, arguments or environment).
 package modelgate.library.model_source_allowlist
 
-model := input.workload.model
-
-listed(name) := object.get(input.parameters, [name], [])
+# Each rule reads input.workload.model and input.parameters directly, which is
+# cheaper than going through helper rules, and tests the model before building
+# anything. A test of an input field against constants (the scheme in
+# {"s3", "gs"}) lets OPA skip a rule without evaluating it. A list is read in
+# the rule that needs it, and checked for emptiness only once the model is not
+# in it.
 
 deny contains msg if {
-	allowed := listed("schemes")
+	allowed := object.get(input.parameters, "schemes", [])
+	not input.workload.model.scheme in allowed
 	count(allowed) > 0
-	not model.scheme in allowed
-	msg := sprintf("modelgate.io/model %q uses scheme %q; allowed schemes: %s", [model.uri, model.scheme, quoted(allowed)])
+	msg := sprintf("modelgate.io/model %q uses scheme %q; allowed schemes: %s", [
+		input.workload.model.uri,
+		input.workload.model.scheme,
+		quoted(allowed),
+	])
 }
 
 deny contains msg if {
-	model.scheme in {"s3", "gs"}
-	allowed := listed("buckets")
+	input.workload.model.scheme in {"s3", "gs"}
+	allowed := object.get(input.parameters, "buckets", [])
+	not input.workload.model.bucket in allowed
 	count(allowed) > 0
-	not model.bucket in allowed
-	msg := sprintf("modelgate.io/model %q is in bucket %q; allowed buckets: %s", [model.uri, model.bucket, quoted(allowed)])
+	msg := sprintf("modelgate.io/model %q is in bucket %q; allowed buckets: %s", [
+		input.workload.model.uri,
+		input.workload.model.bucket,
+		quoted(allowed),
+	])
 }
 
 deny contains msg if {
-	model.scheme == "hf"
-	allowed := listed("hfOrgs")
+	input.workload.model.scheme == "hf"
+	allowed := object.get(input.parameters, "hfOrgs", [])
+	not input.workload.model.org in allowed
 	count(allowed) > 0
-	not model.org in allowed
 	msg := sprintf("modelgate.io/model %q is from Hugging Face organization %q; allowed organizations: %s", [
-		model.uri,
-		model.org,
+		input.workload.model.uri,
+		input.workload.model.org,
 		quoted(allowed),
 	])
 }
 
 deny contains msg if {
-	what := host_kinds[model.scheme]
-	allowed := listed("hosts")
+	input.workload.model.scheme in {"https", "oci"}
+	what := {"https": "host", "oci": "registry"}[input.workload.model.scheme]
+	allowed := object.get(input.parameters, "hosts", [])
+	not lower(input.workload.model.host) in {lower(h) | some h in allowed}
 	count(allowed) > 0
-	not lower(model.host) in {lower(h) | some h in allowed}
 	msg := sprintf("modelgate.io/model %q comes from %s %q; allowed hosts: %s", [
-		model.uri,
+		input.workload.model.uri,
 		what,
-		model.host,
+		input.workload.model.host,
 		quoted(allowed),
 	])
 }
-
-# host_kinds are the schemes the hosts list applies to, and what their host is.
-host_kinds := {"https": "host", "oci": "registry"}
 
 quoted(names) := concat(", ", [sprintf("%q", [n]) | some n in names])

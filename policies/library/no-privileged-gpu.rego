@@ -15,42 +15,51 @@
 # hostPath volumes, and ephemeral containers.
 package modelgate.library.no_privileged_gpu
 
-# gpu_containers are the containers with GPUs, as messages name them.
-gpu_containers := array.concat(
-	[sprintf("container %q", [c.name]) | some c in input.workload.containers; c.gpus > 0],
-	[sprintf("init container %q", [c.name]) | some c in input.workload.initContainers; c.gpus > 0],
-)
+# In each rule the rare condition (privileged, a host namespace) comes first,
+# so the common, allowed workload is let through at the first test. A host
+# namespace has a rule of its own: a test of an input field against a constant
+# lets OPA skip the whole rule without evaluating it.
 
 deny contains msg if {
 	some c in input.workload.containers
-	c.gpus > 0
 	c.privileged == true
+	c.gpus > 0
 	msg := sprintf("container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
 }
 
 deny contains msg if {
 	some c in input.workload.initContainers
-	c.gpus > 0
 	c.privileged == true
+	c.gpus > 0
 	msg := sprintf("init container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
 }
 
-deny contains msg if {
+deny contains host_namespace("hostNetwork", "network namespace") if {
+	input.workload.hostNetwork == true
 	count(gpu_containers) > 0
-	some field, namespace in host_namespaces
-	input.workload[field] == true
-	msg := sprintf("pod sets %s: true and has GPUs (%s); pods with GPUs must not share the host's %s", [
-		field,
-		concat(", ", gpu_containers),
-		namespace,
-	])
 }
 
-host_namespaces := {
-	"hostNetwork": "network namespace",
-	"hostPID": "process ID namespace",
-	"hostIPC": "IPC namespace",
+deny contains host_namespace("hostPID", "process ID namespace") if {
+	input.workload.hostPID == true
+	count(gpu_containers) > 0
 }
+
+deny contains host_namespace("hostIPC", "IPC namespace") if {
+	input.workload.hostIPC == true
+	count(gpu_containers) > 0
+}
+
+host_namespace(field, namespace) := sprintf("pod sets %s: true and has GPUs (%s); pods with GPUs must not share the host's %s", [
+	field,
+	concat(", ", gpu_containers),
+	namespace,
+])
+
+# gpu_containers are the containers with GPUs, as messages name them.
+gpu_containers := array.concat(
+	[sprintf("container %q", [c.name]) | some c in input.workload.containers; c.gpus > 0],
+	[sprintf("init container %q", [c.name]) | some c in input.workload.initContainers; c.gpus > 0],
+)
 
 gpus(n) := "1 GPU" if {
 	n == 1

@@ -20,38 +20,44 @@
 # or whose model annotation modelgate could not parse.
 package modelgate.library.pinned_model_revisions
 
-model := input.workload.model
-
 schemes := object.get(input.parameters, ["schemes"], ["hf", "oci"])
 
-deny contains msg if {
-	model.scheme == "hf"
-	"hf" in schemes
-	not model.pinned
-	model.revision == ""
-	msg := sprintf("modelgate.io/model %q names no revision; pin a commit: hf://%s@<40-hex commit>", [model.uri, model.path])
-}
+# Each rule tests the model first, reading input.workload.model directly, and
+# the schemes parameter last. Tests of input fields against constants
+# (pinned == false) let OPA skip a rule without evaluating it, so a pinned
+# model, the common case, costs almost nothing.
 
 deny contains msg if {
-	model.scheme == "hf"
+	input.workload.model.revision == ""
+	input.workload.model.scheme == "hf"
+	input.workload.model.pinned == false
 	"hf" in schemes
-	not model.pinned
-	model.revision != ""
-	msg := sprintf("modelgate.io/model %q names revision %q, a branch or tag that can move; pin a commit: hf://%s@<40-hex commit>", [
-		model.uri,
-		model.revision,
-		model.path,
+	msg := sprintf("modelgate.io/model %q names no revision; pin a commit: hf://%s@<40-hex commit>", [
+		input.workload.model.uri,
+		input.workload.model.path,
 	])
 }
 
 deny contains msg if {
-	model.scheme == "oci"
+	input.workload.model.scheme == "hf"
+	input.workload.model.pinned == false
+	input.workload.model.revision != ""
+	"hf" in schemes
+	msg := sprintf("modelgate.io/model %q names revision %q, a branch or tag that can move; pin a commit: hf://%s@<40-hex commit>", [
+		input.workload.model.uri,
+		input.workload.model.revision,
+		input.workload.model.path,
+	])
+}
+
+deny contains msg if {
+	input.workload.model.scheme == "oci"
+	input.workload.model.pinned == false
 	"oci" in schemes
-	not model.pinned
 	msg := sprintf("modelgate.io/model %q names tag %q, which can move; pin a digest: oci://%s/%s@sha256:<64-hex digest>", [
-		model.uri,
-		model.tag,
-		model.host,
-		model.path,
+		input.workload.model.uri,
+		input.workload.model.tag,
+		input.workload.model.host,
+		input.workload.model.path,
 	])
 }

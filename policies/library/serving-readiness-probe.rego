@@ -17,23 +17,14 @@ package modelgate.library.serving_readiness_probe
 
 skipped_kinds := {"Job", "CronJob"}
 
-# checked are the containers that must have a readiness probe.
-checked contains c if {
-	input.workload.servingContainer != ""
-	some c in input.workload.containers
-	c.name == input.workload.servingContainer
-}
-
-checked contains c if {
-	input.workload.servingContainer == ""
-	some c in input.workload.containers
-}
-
 deny contains msg if {
 	input.workload.serving == true
+	some c in input.workload.containers
+	not c.readinessProbe # first: a container with a probe, the common case, stops here
+
+	# c must have one if it is the serving container, or when none is named.
+	input.workload.servingContainer in {"", c.name}
 	not input.workload.kind in skipped_kinds
-	some c in checked
-	not c.readinessProbe
 	msg := sprintf("container %q serves a model (engine %q) but has no readinessProbe; add one so traffic waits until the model is loaded", [
 		c.name,
 		input.workload.engine,
