@@ -18,6 +18,7 @@ Usage:
   modelgate render -f FILE   run manifests through the webhooks offline: mutated objects
                              on stdout, decisions on stderr (modelgate render -h for flags)
   modelgate test PATH...     run the Rego tests and declarative case files under PATH
+  modelgate migrate          rewrite every AIInference in the storage version (modelgate migrate -h)
   modelgate version          print the version
 `
 
@@ -37,6 +38,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return render(args[1:], stdin, stdout, stderr)
 	case "test":
 		return test(args[1:], stdout, stderr)
+	case "migrate":
+		return migrateCmd(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, version)
 		return 0
