@@ -29,6 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
+	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -45,8 +48,12 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
-	if err := policyv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
+	for _, add := range []func(*runtime.Scheme) error{
+		policyv1.AddToScheme, servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("building scheme: %w", err)
+		}
 	}
 	server := crwebhook.NewServer(crwebhook.Options{
 		Host:     cfg.Webhook.Host,
@@ -117,6 +124,9 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 		Handler:      PolicyValidator{},
 		RecoverPanic: ptr.To(true),
 	})
+	if err := registerAIInference(mgr, cfg, engine, ns, pm); err != nil {
+		return err
+	}
 	rec := &PolicyReconciler{Client: mgr.GetClient(), Store: store, Metrics: pm}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err

@@ -134,14 +134,25 @@ func ParseProducts(s string) ([]string, error) {
 		if p == "" {
 			return nil, errors.New("must be a comma-separated list of GPU products without empty entries")
 		}
-		if msgs := validation.IsValidLabelValue(p); len(msgs) > 0 {
-			return nil, fmt.Errorf("product %q is not a valid label value: %s", p, strings.Join(msgs, "; "))
+		if _, err := ParseProduct(p); err != nil {
+			return nil, err
 		}
 		if !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// ParseProduct parses one GPU product: a node label value, not empty.
+func ParseProduct(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("must not be empty")
+	}
+	if msgs := validation.IsValidLabelValue(p); len(msgs) > 0 {
+		return "", fmt.Errorf("product %q is not a valid label value: %s", p, strings.Join(msgs, "; "))
+	}
+	return p, nil
 }
 
 // ParseEngine parses a modelgate.io/engine value: one of Engines.

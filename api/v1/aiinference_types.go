@@ -279,3 +279,9 @@ type AIInferenceList struct {
 
 // Hub marks v1 as the version every other one converts through.
 func (*AIInference) Hub() {}
+
+// ConversionDataAnnotation holds, on an AIInference read in an older
+// version, the v1 spec that version cannot express, as JSON, so that
+// writing the object back in that version loses nothing. It appears only
+// when needed and never on a v1 object.
+const ConversionDataAnnotation = "serving.modelgate.io/conversion-data"

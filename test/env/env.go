@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -94,6 +95,9 @@ func rendered[T any, PT interface {
 	if err := admissionregistrationv1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
+	}
 	decoder := serializer.NewCodecFactory(scheme, serializer.EnableStrict).UniversalDeserializer()
 	var out []*T
 	for _, u := range objs {
@@ -116,7 +120,8 @@ func rendered[T any, PT interface {
 	return out, nil
 }
 
-// New returns an envtest environment with modelgate's CRDs and webhook
+// New returns an envtest environment with modelgate's CRDs (rendered from
+// config/crd, conversion webhooks wired to the local server) and webhook
 // configurations, not yet started. Start it, then serve the webhooks on
 // WebhookInstallOptions.LocalServingHost/Port with the certificates in
 // LocalServingCertDir.
@@ -133,10 +138,21 @@ func New(root string) (*envtest.Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds, err := CRDs(filepath.Join(root, "config", "crd"))
+	if err != nil {
+		return nil, err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
 	return &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
+		// The CRDs as config/crd renders them, conversion webhook included;
+		// envtest points the webhook at the local server for the kinds
+		// Scheme knows to be convertible.
+		CRDs:   crds,
+		Scheme: scheme,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			MutatingWebhooks:   hooks,
 			ValidatingWebhooks: validating,

@@ -17,11 +17,13 @@ import (
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/modelgate/modelgate/api/v1"
 )
 
 // Annotation holds the hub object's spec, as JSON, on an older-version
 // object.
-const Annotation = "serving.modelgate.io/conversion-data"
+const Annotation = v1.ConversionDataAnnotation
 
 // Store sets the annotation on obj to v as JSON. It copies the annotation
 // map rather than changing one obj may share with another object.

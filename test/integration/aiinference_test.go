@@ -1,0 +1,246 @@
+package integration_test
+
+import (
+	"context"
+	"net/http"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
+	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
+	"github.com/modelgate/modelgate/internal/migrate"
+	"github.com/modelgate/modelgate/test/env"
+)
+
+const (
+	aiinferenceCRD = "aiinferences.serving.modelgate.io"
+	llamaRevision  = "0e9e39f249a16976918f6564b8830bc894c89659"
+)
+
+var _ = Describe("AIInference in three versions", Ordered, func() {
+	var (
+		ctx  context.Context
+		ns   string
+		c    client.Client
+		warn *warnings
+	)
+	BeforeAll(func() {
+		ctx = context.Background()
+		ns = namespace(ctx, nil)
+		s, err := env.Scheme()
+		Expect(err).NotTo(HaveOccurred())
+		cfg := rest.CopyConfig(adminCfg)
+		warn = &warnings{}
+		cfg.WarningHandlerWithContext = warn
+		c, err = client.New(cfg, client.Options{Scheme: s})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+	It("creates a v1alpha1 object, defaults it and reads it as v1 and v1beta1", func() {
+		alpha := &servingv1alpha1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama-alpha"},
+			Spec: servingv1alpha1.AIInferenceSpec{
+				ModelSource: "hf://meta-llama/Llama-3.1-8B-Instruct@" + llamaRevision,
+				GPU:         &servingv1alpha1.GPU{ProductLabel: "NVIDIA-A100-SXM4-80GB"},
+			},
+		}
+		warn.take()
+		Expect(c.Create(ctx, alpha)).To(Succeed())
+		Expect(warn.take()).To(ContainElement(And(ContainSubstring("v1alpha1"), ContainSubstring("deprecated"),
+			ContainSubstring("serving.modelgate.io/v1"))), "kubectl shows the CRD's deprecation warning")
+
+		v1obj := &servingv1.AIInference{}
+		Expect(c.Get(ctx, key("llama-alpha"), v1obj)).To(Succeed())
+		Expect(v1obj.Spec).To(Equal(servingv1.AIInferenceSpec{
+			Model:    servingv1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B-Instruct", Revision: llamaRevision},
+			Engine:   servingv1.EngineSpec{Name: servingv1.EngineVLLM, Port: 8000},
+			GPU:      &servingv1.GPUSpec{Products: []string{"NVIDIA-A100-SXM4-80GB"}, Count: 1},
+			Replicas: ptr.To[int32](1),
+			Warmup:   &servingv1.WarmupSpec{TimeoutSeconds: 300},
+		}), "the revision moved out of the URI and the defaulter filled in engine, port, count, replicas and warm-up")
+		Expect(v1obj.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation))
+
+		beta := &servingv1beta1.AIInference{}
+		Expect(c.Get(ctx, key("llama-alpha"), beta)).To(Succeed())
+		Expect(beta.Spec.Model).To(Equal(servingv1beta1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B-Instruct", Revision: llamaRevision}))
+		Expect(beta.Spec.GPU.Products).To(Equal([]string{"NVIDIA-A100-SXM4-80GB"}))
+		Expect(beta.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation), "v1beta1 says everything this object says")
+
+		Expect(c.Get(ctx, key("llama-alpha"), alpha)).To(Succeed())
+		Expect(alpha.Spec.ModelSource).To(Equal("hf://meta-llama/Llama-3.1-8B-Instruct@" + llamaRevision))
+		Expect(alpha.Annotations).To(HaveKeyWithValue(servingv1.ConversionDataAnnotation, ContainSubstring(`"port":8000`)),
+			"v1alpha1 has no place for the defaulted engine port: the annotation keeps it")
+	})
+
+	It("keeps v1's second GPU product through a read and an update as v1alpha1", func() {
+		obj := &servingv1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-products"},
+			Spec: servingv1.AIInferenceSpec{
+				Model:  servingv1.ModelSpec{URI: "s3://acme-ml-models/llama", CredentialsSecretRef: &servingv1.SecretReference{Name: "s3-creds"}},
+				Engine: servingv1.EngineSpec{Name: servingv1.EngineSGLang, Env: []corev1.EnvVar{{Name: "HF_HUB_OFFLINE", Value: "1"}}},
+				GPU: &servingv1.GPUSpec{Products: []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"},
+					Count: 2, MinMemoryMiB: 40960},
+				Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}},
+				Scheduling: &servingv1.SchedulingSpec{PriorityClassName: "inference",
+					Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoSchedule}}},
+			},
+		}
+		Expect(c.Create(ctx, obj)).To(Succeed())
+		want := obj.Spec.DeepCopy()
+
+		alpha := &servingv1alpha1.AIInference{}
+		Expect(c.Get(ctx, key("two-products"), alpha)).To(Succeed())
+		Expect(alpha.Spec.GPU).To(Equal(&servingv1alpha1.GPU{ProductLabel: "NVIDIA-A100-SXM4-80GB", Count: 2}))
+		Expect(alpha.Spec.Engine).To(Equal(servingv1alpha1.Engine("sglang")), "an engine v1alpha1 does not know reads as it is")
+		Expect(alpha.Annotations).To(HaveKey(servingv1.ConversionDataAnnotation))
+
+		By("updating replicas through v1alpha1 (the unchanged engine passes by validation ratcheting)")
+		alpha.Spec.Replicas = ptr.To[int32](3)
+		Expect(c.Update(ctx, alpha)).To(Succeed())
+
+		Expect(c.Get(ctx, key("two-products"), obj)).To(Succeed())
+		want.Replicas = ptr.To[int32](3)
+		Expect(obj.Spec).To(Equal(*want), "everything v1alpha1 cannot show came back from the annotation")
+		Expect(obj.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation), "the annotation never reaches the stored v1 object")
+	})
+
+	It("lists the same objects in every version, as kubectl get does", func() {
+		names := func(list client.ObjectList) []string {
+			GinkgoHelper()
+			Expect(c.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+			var out []string
+			switch l := list.(type) {
+			case *servingv1alpha1.AIInferenceList:
+				for _, it := range l.Items {
+					out = append(out, it.Name)
+				}
+			case *servingv1beta1.AIInferenceList:
+				for _, it := range l.Items {
+					out = append(out, it.Name)
+				}
+			case *servingv1.AIInferenceList:
+				for _, it := range l.Items {
+					out = append(out, it.Name)
+				}
+			}
+			return out
+		}
+		all := []string{"llama-alpha", "two-products"}
+		Expect(names(&servingv1.AIInferenceList{})).To(ConsistOf(all))
+		Expect(names(&servingv1beta1.AIInferenceList{})).To(ConsistOf(all))
+		Expect(names(&servingv1alpha1.AIInferenceList{})).To(ConsistOf(all))
+	})
+
+	It("rejects an invalid object with every problem at its field path", func() {
+		alpha := &servingv1alpha1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-alpha"},
+			Spec:       servingv1alpha1.AIInferenceSpec{ModelSource: "ftp://models/llama"},
+		}
+		err := c.Create(ctx, alpha)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`spec.model.uri: Invalid value: "ftp://models/llama": unsupported scheme "ftp"`),
+			"a v1alpha1 modelSource that is not a valid URI converts as it is and validation names the v1 field")
+
+		obj := &servingv1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-v1"},
+			Spec: servingv1.AIInferenceSpec{
+				Model:  servingv1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B", Revision: "main branch", CredentialsSecretRef: &servingv1.SecretReference{Name: "Not_A_Secret"}},
+				GPU: &servingv1.GPUSpec{Products: []string{"A100 80GB"}},
+			},
+		}
+		err = c.Create(ctx, obj)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		status := err.(apierrors.APIStatus).Status()
+		Expect(status.Code).To(Equal(int32(http.StatusUnprocessableEntity)))
+		var fields []string
+		for _, cause := range status.Details.Causes {
+			fields = append(fields, cause.Field)
+		}
+		Expect(fields).To(ConsistOf("spec.model.revision", "spec.gpu.products[0]", "spec.model.credentialsSecretRef.name"))
+		Expect(err.Error()).To(ContainSubstring(`spec.gpu.products[0]: Invalid value: "A100 80GB": product "A100 80GB" is not a valid label value`))
+
+		By("the schema's CEL rules: GPUs only through spec.gpu")
+		obj = &servingv1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpu-in-resources"},
+			Spec: servingv1.AIInferenceSpec{
+				Model:     servingv1.ModelSpec{URI: "s3://acme-ml-models/llama"},
+				Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+			},
+		}
+		err = c.Create(ctx, obj)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.resources: Invalid value"))
+		Expect(err.Error()).To(ContainSubstring("GPUs are asked with spec.gpu"))
+	})
+
+	It("applies the workload policies to AIInference through input.workload", func() {
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "aiinference-gpu-limit"}}
+		wp.Spec.Rego = gpuLimit
+		wp.Spec.Match.Namespaces = []string{ns}
+		wp.Spec.Match.Kinds = []string{"AIInference"}
+		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 1}`)}
+		Expect(c.Create(ctx, wp)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
+		}).Should(Succeed())
+		obj := &servingv1beta1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "too-many-gpus"},
+			Spec: servingv1beta1.AIInferenceSpec{
+				Model: servingv1beta1.ModelSpec{URI: "s3://acme-ml-models/llama"},
+				GPU:   &servingv1beta1.GPUSpec{Count: 4},
+			},
+		}
+		var err error
+		Eventually(func() error {
+			err = c.Create(ctx, obj.DeepCopy(), client.DryRunAll)
+			return err
+		}).Should(HaveOccurred())
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring("[aiinference-gpu-limit] asks for 4 GPUs, at most 1"))
+		obj.Spec.GPU.Count = 1
+		Expect(c.Create(ctx, obj, client.DryRunAll)).To(Succeed())
+	})
+
+	It("migrates stored objects and prunes v1alpha1 from status.storedVersions", func() {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(c.Get(ctx, client.ObjectKey{Name: aiinferenceCRD}, crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(Equal([]string{"v1"}))
+		Expect(crd.Spec.Conversion.Strategy).To(Equal(apiextensionsv1.WebhookConverter))
+
+		By("pretending the cluster once stored v1alpha1, as one upgraded from it has")
+		crd.Status.StoredVersions = []string{"v1alpha1", "v1"}
+		Expect(c.Status().Update(ctx, crd)).To(Succeed())
+
+		dyn, err := dynamic.NewForConfig(adminCfg)
+		Expect(err).NotTo(HaveOccurred())
+		report, err := migrate.Run(ctx, dyn, migrate.Options{CRD: aiinferenceCRD, PruneStoredVersions: true})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(report.StorageVersion).To(Equal("v1"))
+		Expect(report.Failed).To(BeZero())
+		Expect(report.Total).To(BeNumerically(">=", 2))
+		Expect(report.StoredVersionsAfter).To(Equal([]string{"v1"}))
+		Expect(c.Get(ctx, client.ObjectKey{Name: aiinferenceCRD}, crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(Equal([]string{"v1"}))
+
+		obj := &servingv1.AIInference{}
+		Expect(c.Get(ctx, key("two-products"), obj)).To(Succeed())
+		Expect(obj.Spec.GPU.Products).To(HaveLen(2), "rewriting in place changes nothing in the spec")
+	})
+})

@@ -1,0 +1,183 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// The AIInference webhooks are registered for v1 only: with matchPolicy
+// Equivalent the API server converts an object written in any version to
+// v1 (through /convert) before calling them, so one typed defaulter and one
+// typed validator serve every version.
+
+// +kubebuilder:webhook:path=/mutate-serving-modelgate-io-v1-aiinference,mutating=true,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=serving.modelgate.io,resources=aiinferences,verbs=create;update,versions=v1,name=default.aiinference.serving.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate-serving-modelgate-io-v1-aiinference,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=serving.modelgate.io,resources=aiinferences,verbs=create;update,versions=v1,name=validate.aiinference.serving.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+
+// registerAIInference serves the AIInference defaulter and validator, and
+// /convert for its versions (controller-runtime registers the conversion
+// webhook because v1alpha1 and v1beta1 convert to the v1 hub).
+func registerAIInference(mgr manager.Manager, cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, pm *PolicyMetrics) error {
+	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
+	excluded.Insert(cfg.Namespace)
+	err := builder.WebhookManagedBy(mgr, &servingv1.AIInference{}).
+		WithDefaulter(NewAIInferenceDefaulter(cfg)).
+		WithValidator(&AIInferenceValidator{
+			Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
+			GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
+			Namespaces:  ns,
+			Excluded:    excluded,
+			Metrics:     pm,
+		}).
+		RecoverPanic(true).
+		Complete()
+	if err != nil {
+		return fmt.Errorf("registering the AIInference webhooks: %w", err)
+	}
+	return nil
+}
+
+// AIInferenceValidator rejects an invalid AIInference with every problem
+// at its field path (422), then runs the workload policies over it through
+// the same input.workload view as Pods and Deployments (403 on a denial,
+// warnings otherwise).
+type AIInferenceValidator struct {
+	Policies    *validators.Policies
+	GPUResource corev1.ResourceName
+	Namespaces  NamespaceLabeler
+	// Excluded namespaces are not judged by policies (structural checks
+	// still apply).
+	Excluded sets.Set[string]
+	Metrics  *PolicyMetrics
+}
+
+var _ admission.Validator[*servingv1.AIInference] = (*AIInferenceValidator)(nil)
+
+// ValidateCreate implements admission.Validator.
+func (v *AIInferenceValidator) ValidateCreate(ctx context.Context, obj *servingv1.AIInference) (admission.Warnings, error) {
+	return v.validate(ctx, obj)
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v *AIInferenceValidator) ValidateUpdate(ctx context.Context, _, obj *servingv1.AIInference) (admission.Warnings, error) {
+	return v.validate(ctx, obj)
+}
+
+// ValidateDelete implements admission.Validator; deletes are not judged.
+func (v *AIInferenceValidator) ValidateDelete(context.Context, *servingv1.AIInference) (admission.Warnings, error) {
+	return nil, nil
+}
+
+var aiinferenceGK = schema.GroupKind{Group: servingv1.GroupVersion.Group, Kind: validators.AIInferenceKind}
+
+func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIInference) (admission.Warnings, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the admission request: %w", err)
+	}
+	op := string(req.Operation)
+	settings, errs := validators.ValidateAIInference(obj, v.GPUResource)
+	if len(errs) > 0 {
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeInvalid)
+		return nil, apierrors.NewInvalid(aiinferenceGK, obj.Name, errs)
+	}
+	if v.Excluded.Has(obj.Namespace) {
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
+		return nil, nil
+	}
+	nsLabels, err := v.Namespaces.NamespaceLabels(ctx, obj.Namespace)
+	if err != nil {
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeError)
+		return nil, apierrors.NewInternalError(err)
+	}
+	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
+		return nil, nil
+	}
+	w := validators.AIInferenceWorkload(obj, settings, v.GPUResource, validators.AIInferenceRequest{
+		Operation:       op,
+		NamespaceLabels: nsLabels,
+		UserInfo:        req.UserInfo,
+		Raw:             req.Object.Raw,
+		OldRaw:          req.OldObject.Raw,
+	})
+	decision := v.Policies.Check(ctx, w)
+	logDecision(ctx, req, decision)
+	warnings, err, outcome := policyVerdict(decision)
+	v.Metrics.review(validators.AIInferenceKind, op, outcome)
+	return warnings, err
+}
+
+// policyVerdict is policyResponse for a typed validator: the warnings, a
+// 403 status error when a policy denies, and the outcome label.
+func policyVerdict(d policies.Decision) (admission.Warnings, error, string) {
+	resp, outcome := policyResponse(d)
+	if resp.Allowed {
+		return resp.Warnings, nil, outcome
+	}
+	return resp.Warnings, &apierrors.StatusError{ErrStatus: *resp.Result}, outcome
+}
+
+// AIInferenceDefaulter fills in what an AIInference may leave out: engine
+// name (vllm) and port (the engine's preset from the Configuration),
+// replicas (1), warmup.timeoutSeconds (300) and gpu.count (1). It leaves
+// the health path to be resolved from the preset when used, so that the
+// stored object does not grow a field older versions cannot show.
+type AIInferenceDefaulter struct {
+	// Ports are the engines' preset ports.
+	Ports map[annotations.EngineName]int32
+}
+
+var _ admission.Defaulter[*servingv1.AIInference] = (*AIInferenceDefaulter)(nil)
+
+// NewAIInferenceDefaulter takes the engine ports from the Configuration's
+// probe presets.
+func NewAIInferenceDefaulter(cfg *config.Configuration) *AIInferenceDefaulter {
+	ports := map[annotations.EngineName]int32{}
+	for e, p := range mutatorOptions(&cfg.Injection).Probes.Presets {
+		ports[e] = p.Port
+	}
+	return &AIInferenceDefaulter{Ports: ports}
+}
+
+// Default implements admission.Defaulter.
+func (d *AIInferenceDefaulter) Default(_ context.Context, obj *servingv1.AIInference) error {
+	DefaultAIInference(&obj.Spec, d.Ports)
+	return nil
+}
+
+// DefaultAIInference sets the defaults on spec; it is idempotent.
+func DefaultAIInference(spec *servingv1.AIInferenceSpec, ports map[annotations.EngineName]int32) {
+	if spec.Engine.Name == "" {
+		spec.Engine.Name = servingv1.EngineVLLM
+	}
+	if spec.Engine.Port == 0 {
+		spec.Engine.Port = ports[annotations.EngineName(spec.Engine.Name)]
+	}
+	if spec.Replicas == nil {
+		one := int32(1)
+		spec.Replicas = &one
+	}
+	if spec.Warmup == nil {
+		spec.Warmup = &servingv1.WarmupSpec{}
+	}
+	if spec.Warmup.TimeoutSeconds == 0 {
+		spec.Warmup.TimeoutSeconds = annotations.DefaultWarmupTimeoutSeconds
+	}
+	if spec.GPU != nil && spec.GPU.Count == 0 {
+		spec.GPU.Count = 1
+	}
+}
