@@ -159,8 +159,8 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		obj := &servingv1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-v1"},
 			Spec: servingv1.AIInferenceSpec{
-				Model:  servingv1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B", Revision: "main branch", CredentialsSecretRef: &servingv1.SecretReference{Name: "Not_A_Secret"}},
-				GPU: &servingv1.GPUSpec{Products: []string{"A100 80GB"}},
+				Model: servingv1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B", Revision: "main branch", CredentialsSecretRef: &servingv1.SecretReference{Name: "Not_A_Secret"}},
+				GPU:   &servingv1.GPUSpec{Products: []string{"A100 80GB"}},
 			},
 		}
 		err = c.Create(ctx, obj)
