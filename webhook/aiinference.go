@@ -34,7 +34,7 @@ func registerAIInference(mgr manager.Manager, cfg *config.Configuration, engine 
 	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
 	excluded.Insert(cfg.Namespace)
 	err := builder.WebhookManagedBy(mgr, &servingv1.AIInference{}).
-		WithDefaulter(NewAIInferenceDefaulter(cfg)).
+		WithDefaulter(NewAIInferenceDefaulter(cfg, ns)).
 		WithValidator(&AIInferenceValidator{
 			Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
 			GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
@@ -129,55 +129,4 @@ func policyVerdict(d policies.Decision) (admission.Warnings, error, string) {
 		return resp.Warnings, nil, outcome
 	}
 	return resp.Warnings, &apierrors.StatusError{ErrStatus: *resp.Result}, outcome
-}
-
-// AIInferenceDefaulter fills in what an AIInference may leave out: engine
-// name (vllm) and port (the engine's preset from the Configuration),
-// replicas (1), warmup.timeoutSeconds (300) and gpu.count (1). It leaves
-// the health path to be resolved from the preset when used, so that the
-// stored object does not grow a field older versions cannot show.
-type AIInferenceDefaulter struct {
-	// Ports are the engines' preset ports.
-	Ports map[annotations.EngineName]int32
-}
-
-var _ admission.Defaulter[*servingv1.AIInference] = (*AIInferenceDefaulter)(nil)
-
-// NewAIInferenceDefaulter takes the engine ports from the Configuration's
-// probe presets.
-func NewAIInferenceDefaulter(cfg *config.Configuration) *AIInferenceDefaulter {
-	ports := map[annotations.EngineName]int32{}
-	for e, p := range mutatorOptions(&cfg.Injection).Probes.Presets {
-		ports[e] = p.Port
-	}
-	return &AIInferenceDefaulter{Ports: ports}
-}
-
-// Default implements admission.Defaulter.
-func (d *AIInferenceDefaulter) Default(_ context.Context, obj *servingv1.AIInference) error {
-	DefaultAIInference(&obj.Spec, d.Ports)
-	return nil
-}
-
-// DefaultAIInference sets the defaults on spec; it is idempotent.
-func DefaultAIInference(spec *servingv1.AIInferenceSpec, ports map[annotations.EngineName]int32) {
-	if spec.Engine.Name == "" {
-		spec.Engine.Name = servingv1.EngineVLLM
-	}
-	if spec.Engine.Port == 0 {
-		spec.Engine.Port = ports[annotations.EngineName(spec.Engine.Name)]
-	}
-	if spec.Replicas == nil {
-		one := int32(1)
-		spec.Replicas = &one
-	}
-	if spec.Warmup == nil {
-		spec.Warmup = &servingv1.WarmupSpec{}
-	}
-	if spec.Warmup.TimeoutSeconds == 0 {
-		spec.Warmup.TimeoutSeconds = annotations.DefaultWarmupTimeoutSeconds
-	}
-	if spec.GPU != nil && spec.GPU.Count == 0 {
-		spec.GPU.Count = 1
-	}
 }

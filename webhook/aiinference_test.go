@@ -12,7 +12,7 @@ import (
 )
 
 func TestDefaultAIInference(t *testing.T) {
-	ports := NewAIInferenceDefaulter(config.New()).Ports
+	ports := NewAIInferenceDefaulter(config.New(), nil).Ports
 	tests := map[string]struct {
 		in, want servingv1.AIInferenceSpec
 	}{

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
@@ -39,7 +40,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 	)
 	BeforeAll(func() {
 		ctx = context.Background()
-		ns = namespace(ctx, nil)
+		ns = namespace(ctx, map[string]string{annotations.NamespaceTeam: "nlp"})
 		s, err := env.Scheme()
 		Expect(err).NotTo(HaveOccurred())
 		cfg := rest.CopyConfig(adminCfg)
@@ -74,6 +75,8 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 			Warmup:   &servingv1.WarmupSpec{TimeoutSeconds: 300},
 		}), "the revision moved out of the URI and the defaulter filled in engine, port, count, replicas and warm-up")
 		Expect(v1obj.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation))
+		Expect(v1obj.Labels).To(HaveKeyWithValue(annotations.TeamLabel, "nlp"), "the team comes from the namespace")
+		Expect(v1obj.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, Not(BeEmpty())), "the owner is the requester")
 
 		beta := &servingv1beta1.AIInference{}
 		Expect(c.Get(ctx, key("llama-alpha"), beta)).To(Succeed())
@@ -89,7 +92,8 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 
 	It("keeps v1's second GPU product through a read and an update as v1alpha1", func() {
 		obj := &servingv1.AIInference{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-products"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-products",
+				Labels: map[string]string{annotations.OwnerLabel: "mallory"}},
 			Spec: servingv1.AIInferenceSpec{
 				Model:  servingv1.ModelSpec{URI: "s3://acme-ml-models/llama", CredentialsSecretRef: &servingv1.SecretReference{Name: "s3-creds"}},
 				Engine: servingv1.EngineSpec{Name: servingv1.EngineSGLang, Env: []corev1.EnvVar{{Name: "HF_HUB_OFFLINE", Value: "1"}}},
@@ -101,6 +105,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 			},
 		}
 		Expect(c.Create(ctx, obj)).To(Succeed())
+		Expect(obj.Labels[annotations.OwnerLabel]).NotTo(Equal("mallory"), "a hand-written owner is replaced by the requester")
 		want := obj.Spec.DeepCopy()
 
 		alpha := &servingv1alpha1.AIInference{}

@@ -1,0 +1,100 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// AIInferenceDefaulter fills in what an AIInference may leave out: engine
+// name (vllm) and port (the engine's preset from the Configuration),
+// replicas (1), warmup.timeoutSeconds (300) and gpu.count (1). It leaves
+// the health path to be resolved from the preset when used, so that the
+// stored object does not grow a field older versions cannot show.
+//
+// It also stamps the owner metadata every workload modelgate admits gets
+// (modelgate.io/owner from the requester, kept from the old object on
+// UPDATE, and modelgate.io/team from the namespace), with the same mutator,
+// so policies such as required-owner-team judge AIInference alike.
+type AIInferenceDefaulter struct {
+	// Ports are the engines' preset ports.
+	Ports      map[annotations.EngineName]int32
+	Trusted    *config.TrustedRequesters
+	Namespaces NamespaceLabeler
+}
+
+var _ admission.Defaulter[*servingv1.AIInference] = (*AIInferenceDefaulter)(nil)
+
+// NewAIInferenceDefaulter takes the engine ports from the Configuration's
+// probe presets.
+func NewAIInferenceDefaulter(cfg *config.Configuration, ns NamespaceLabeler) *AIInferenceDefaulter {
+	ports := map[annotations.EngineName]int32{}
+	for e, p := range mutatorOptions(&cfg.Injection).Probes.Presets {
+		ports[e] = p.Port
+	}
+	return &AIInferenceDefaulter{Ports: ports, Trusted: cfg.Injection.TrustedRequesters, Namespaces: ns}
+}
+
+// Default implements admission.Defaulter.
+func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInference) error {
+	DefaultAIInference(&obj.Spec, d.Ports)
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the admission request: %w", err)
+	}
+	in := &mutators.Input{
+		Operation: mutators.Operation(req.Operation),
+		Namespace: obj.Namespace,
+		Requester: requesterFrom(req.UserInfo, d.Trusted),
+	}
+	if in.NamespaceLabels, err = d.Namespaces.NamespaceLabels(ctx, obj.Namespace); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if len(req.OldObject.Raw) > 0 {
+		var old struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return apierrors.NewBadRequest(fmt.Sprintf("decoding the old object: %v", err))
+		}
+		in.Old = &old.Metadata
+	}
+	t := &mutators.Target{Kind: "AIInference", Object: &obj.ObjectMeta, PodSpec: &corev1.PodSpec{}}
+	if _, err := (mutators.OwnerMetadata{}).Mutate(t, in); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return nil
+}
+
+// DefaultAIInference sets the defaults on spec; it is idempotent.
+func DefaultAIInference(spec *servingv1.AIInferenceSpec, ports map[annotations.EngineName]int32) {
+	if spec.Engine.Name == "" {
+		spec.Engine.Name = servingv1.EngineVLLM
+	}
+	if spec.Engine.Port == 0 {
+		spec.Engine.Port = ports[annotations.EngineName(spec.Engine.Name)]
+	}
+	if spec.Replicas == nil {
+		one := int32(1)
+		spec.Replicas = &one
+	}
+	if spec.Warmup == nil {
+		spec.Warmup = &servingv1.WarmupSpec{}
+	}
+	if spec.Warmup.TimeoutSeconds == 0 {
+		spec.Warmup.TimeoutSeconds = annotations.DefaultWarmupTimeoutSeconds
+	}
+	if spec.GPU != nil && spec.GPU.Count == 0 {
+		spec.GPU.Count = 1
+	}
+}
