@@ -116,17 +116,17 @@ func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIIn
 	})
 	decision := v.Policies.Check(ctx, w)
 	logDecision(ctx, req, decision)
-	warnings, err, outcome := policyVerdict(decision)
+	warnings, outcome, err := policyVerdict(decision)
 	v.Metrics.review(validators.AIInferenceKind, op, outcome)
 	return warnings, err
 }
 
 // policyVerdict is policyResponse for a typed validator: the warnings, a
 // 403 status error when a policy denies, and the outcome label.
-func policyVerdict(d policies.Decision) (admission.Warnings, error, string) {
+func policyVerdict(d policies.Decision) (admission.Warnings, string, error) {
 	resp, outcome := policyResponse(d)
 	if resp.Allowed {
-		return resp.Warnings, nil, outcome
+		return resp.Warnings, outcome, nil
 	}
-	return resp.Warnings, &apierrors.StatusError{ErrStatus: *resp.Result}, outcome
+	return resp.Warnings, outcome, &apierrors.StatusError{ErrStatus: *resp.Result}
 }
