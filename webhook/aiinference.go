@@ -31,17 +31,9 @@ import (
 // /convert for its versions (controller-runtime registers the conversion
 // webhook because v1alpha1 and v1beta1 convert to the v1 hub).
 func registerAIInference(mgr manager.Manager, cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, pm *PolicyMetrics) error {
-	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
-	excluded.Insert(cfg.Namespace)
 	err := builder.WebhookManagedBy(mgr, &servingv1.AIInference{}).
 		WithDefaulter(NewAIInferenceDefaulter(cfg, ns)).
-		WithValidator(&AIInferenceValidator{
-			Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
-			GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
-			Namespaces:  ns,
-			Excluded:    excluded,
-			Metrics:     pm,
-		}).
+		WithValidator(NewAIInferenceValidator(cfg, engine, ns, pm)).
 		RecoverPanic(true).
 		Complete()
 	if err != nil {
@@ -65,6 +57,21 @@ type AIInferenceValidator struct {
 }
 
 var _ admission.Validator[*servingv1.AIInference] = (*AIInferenceValidator)(nil)
+
+// NewAIInferenceValidator builds the validator from a configuration
+// snapshot, the engine holding the policies in force and the namespace
+// labels; policies skip the namespaces the Configuration excludes.
+func NewAIInferenceValidator(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, pm *PolicyMetrics) *AIInferenceValidator {
+	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
+	excluded.Insert(cfg.Namespace)
+	return &AIInferenceValidator{
+		Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
+		GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
+		Namespaces:  ns,
+		Excluded:    excluded,
+		Metrics:     pm,
+	}
+}
 
 // ValidateCreate implements admission.Validator.
 func (v *AIInferenceValidator) ValidateCreate(ctx context.Context, obj *servingv1.AIInference) (admission.Warnings, error) {

@@ -32,7 +32,9 @@ const renderUsage = `Usage: modelgate render -f FILE [-f FILE...] [flags]
 Runs manifests through modelgate's mutating and validating webhooks, with
 the webhook's own code, without a cluster. Pods, Deployments, StatefulSets,
 Jobs and CronJobs are admitted as a CREATE: mutated, then judged by the
-policies; other objects pass through unchanged. The objects (mutated where
+policies. AIInferences, in any version, are converted to v1, defaulted,
+validated and judged by the policies, and printed as the v1 object the API
+server would store. Other objects pass through unchanged. The objects (mutated where
 modelgate changed them) are printed on stdout, one decision per object on
 stderr. Exit status: 0 when every object is allowed (warnings included), 1
 when one is denied, 2 on an error.
@@ -113,8 +115,12 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("the manifests cannot be read:\n%w", err))
 	}
 	ns := offline.Namespaces{Default: labels, ByName: namespaceObjects(docs)}
+	admitter, err := offline.NewAdmitter(cfg, offline.NewEngine(cfg, cs), ns)
+	if err != nil {
+		return fail(err)
+	}
 	r := &renderer{
-		admitter:  offline.NewAdmitter(cfg, offline.NewEngine(cfg, cs), ns),
+		admitter:  admitter,
 		namespace: f.namespace,
 		user:      offline.UserInfo(f.user, splitList(f.groups)),
 		decisions: stderr,

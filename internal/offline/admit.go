@@ -29,6 +29,10 @@ var handled = map[[2]string]metav1.GroupVersionResource{
 	{"apps/v1", "StatefulSet"}: {Group: "apps", Version: "v1", Resource: "statefulsets"},
 	{"batch/v1", "Job"}:        {Group: "batch", Version: "v1", Resource: "jobs"},
 	{"batch/v1", "CronJob"}:    {Group: "batch", Version: "v1", Resource: "cronjobs"},
+	// AIInference in every served version: converted to v1 first.
+	{"serving.modelgate.io/v1", "AIInference"}:       aiinferenceGVR,
+	{"serving.modelgate.io/v1beta1", "AIInference"}:  aiinferenceGVR,
+	{"serving.modelgate.io/v1alpha1", "AIInference"}: aiinferenceGVR,
 }
 
 // Handles reports whether modelgate's webhooks take objects of the
@@ -85,6 +89,7 @@ type Request struct {
 // the API server would: mutation first, its patch applied, then the
 // policies on the mutated object.
 type Admitter struct {
+	aiinference *aiinferences
 	mutating    *webhook.Mutating
 	validating  *webhook.Validating
 	namespaces  webhook.NamespaceLabeler
@@ -94,13 +99,18 @@ type Admitter struct {
 // NewAdmitter builds the webhook's handlers from the configuration, the
 // engine holding the policies and the namespace labels. Metrics are not
 // registered anywhere.
-func NewAdmitter(cfg *config.Configuration, engine *policies.Engine, ns webhook.NamespaceLabeler) *Admitter {
+func NewAdmitter(cfg *config.Configuration, engine *policies.Engine, ns webhook.NamespaceLabeler) (*Admitter, error) {
+	ai, err := newAIInferences(cfg, engine, ns)
+	if err != nil {
+		return nil, err
+	}
 	return &Admitter{
+		aiinference: ai,
 		mutating:    webhook.NewMutating(cfg, ns, webhook.NewMetrics(nil)),
 		validating:  webhook.NewValidating(cfg, engine, ns, webhook.NewPolicyMetrics(nil)),
 		namespaces:  ns,
 		gpuResource: cfg.Injection.GPU.ResourceName,
-	}
+	}, nil
 }
 
 // NewEngine returns an engine evaluating the policies under the
@@ -130,6 +140,9 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 	gvr, ok := handled[[2]string{ti.APIVersion, ti.Kind}]
 	if !ok {
 		return Outcome{Decision: Allowed, Object: r.Object, Skipped: "not a kind modelgate handles"}, nil
+	}
+	if gvr == aiinferenceGVR {
+		return a.aiinference.admit(ctx, r, ti.Metadata.Name)
 	}
 	// The API server sends the object with its namespace set.
 	sent, err := setNamespace(r.Object, r.Namespace)

@@ -132,7 +132,10 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 	if ns == "" {
 		ns = t.Namespace
 	}
-	a := NewAdmitter(s.cfg, s.engine, Namespaces{Default: t.NamespaceLabels})
+	a, err := NewAdmitter(s.cfg, s.engine, Namespaces{Default: t.NamespaceLabels})
+	if err != nil {
+		return Outcome{}, err
+	}
 	return a.Admit(ctx, Request{Object: obj, Namespace: ns, User: UserInfo(t.User, t.Groups)})
 }
 
