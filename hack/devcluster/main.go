@@ -256,13 +256,17 @@ modelgate is running in a local control plane (ready in %s).
   %s --kubeconfig %s apply -f config/samples/
   %s --kubeconfig %s get deploy,job,pod -L modelgate.io/owner,modelgate.io/team
   %s --kubeconfig %s get deploy llm-server -o yaml
+  %s --kubeconfig %s get aiinferences.v1alpha1.serving.modelgate.io llama-sglang -o yaml
   %s --kubeconfig %s apply -k config/samples/policies
   %s --kubeconfig %s get workloadpolicies
 
+The samples include an AIInference in each of v1alpha1, v1beta1 and v1,
+all stored as v1; read any of them in any version (the v1alpha1 read of
+llama-sglang carries its v1-only fields in an annotation).
 The namespace "default" is labelled modelgate.io/team=%s. With the sample
 policies applied, the samples' Job and Pod are denied (model bucket, GPU
 product): delete and re-apply them to see the answers.
 There is no scheduler or kubelet here: workloads are stored and admitted,
 not run. Press Ctrl-C to stop everything.
-`, took.Round(100*time.Millisecond), rel, kubectl, rel, kubectl, rel, kubectl, rel, kubectl, rel, kubectl, rel, sampleTeam)
+`, took.Round(100*time.Millisecond), rel, kubectl, rel, kubectl, rel, kubectl, rel, kubectl, rel, kubectl, rel, kubectl, rel, sampleTeam)
 }
