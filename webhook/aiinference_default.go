@@ -22,7 +22,9 @@ import (
 // the health path to be resolved from the preset when used, so that the
 // stored object does not grow a field older versions cannot show.
 //
-// It also stamps the owner metadata every workload modelgate admits gets
+// It drops a serving.modelgate.io/conversion-data annotation written into
+// a v1 object, so the stored object never carries one. It also stamps the
+// owner metadata every workload modelgate admits gets
 // (modelgate.io/owner from the requester, kept from the old object on
 // UPDATE, and modelgate.io/team from the namespace), with the same mutator,
 // so policies such as required-owner-team judge AIInference alike.
@@ -48,6 +50,10 @@ func NewAIInferenceDefaulter(cfg *config.Configuration, ns NamespaceLabeler) *AI
 // Default implements admission.Defaulter.
 func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInference) error {
 	DefaultAIInference(&obj.Spec, d.Ports)
+	// Conversion takes the annotation off objects written in older
+	// versions; one written straight into v1 by hand means nothing there,
+	// and stored it would only mislead.
+	delete(obj.Annotations, servingv1.ConversionDataAnnotation)
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the admission request: %w", err)

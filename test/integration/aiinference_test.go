@@ -93,7 +93,8 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 	It("keeps v1's second GPU product through a read and an update as v1alpha1", func() {
 		obj := &servingv1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "two-products",
-				Labels: map[string]string{annotations.OwnerLabel: "mallory"}},
+				Labels:      map[string]string{annotations.OwnerLabel: "mallory"},
+				Annotations: map[string]string{servingv1.ConversionDataAnnotation: `{"replicas":99}`}},
 			Spec: servingv1.AIInferenceSpec{
 				Model:  servingv1.ModelSpec{URI: "s3://acme-ml-models/llama", CredentialsSecretRef: &servingv1.SecretReference{Name: "s3-creds"}},
 				Engine: servingv1.EngineSpec{Name: servingv1.EngineSGLang, Env: []corev1.EnvVar{{Name: "HF_HUB_OFFLINE", Value: "1"}}},
@@ -106,6 +107,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		}
 		Expect(c.Create(ctx, obj)).To(Succeed())
 		Expect(obj.Labels[annotations.OwnerLabel]).NotTo(Equal("mallory"), "a hand-written owner is replaced by the requester")
+		Expect(obj.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation), "a v1 object is never stored with the annotation")
 		want := obj.Spec.DeepCopy()
 
 		alpha := &servingv1alpha1.AIInference{}
