@@ -144,3 +144,45 @@ func BenchmarkConversionReview(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkConvertObject isolates modelgate's own conversion code from the
+// review's JSON work: one object, already decoded, converted.
+func BenchmarkConvertObject(b *testing.B) {
+	hub, alpha := richV1(0), alphaObject(0)
+	b.Run("v1-to-v1alpha1-with-annotation", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := (&servingv1alpha1.AIInference{}).ConvertFrom(hub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("v1-to-v1beta1-with-annotation", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := (&servingv1beta1.AIInference{}).ConvertFrom(hub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("v1alpha1-to-v1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := alpha.ConvertTo(&servingv1.AIInference{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	spoke := &servingv1alpha1.AIInference{}
+	if err := spoke.ConvertFrom(hub); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("v1alpha1-with-annotation-to-v1", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := spoke.ConvertTo(&servingv1.AIInference{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
