@@ -23,7 +23,8 @@ var _ conversion.Convertible = (*AIInference)(nil)
 // has and v1alpha1 does not (a second GPU product, minMemoryMiB, the model
 // cache and credentials, resources, scheduling, ...) come back from the
 // conversion annotation, unless the v1alpha1 field they hang off was
-// changed since: then the v1alpha1 value wins.
+// changed since: then the v1alpha1 value wins (a new productLabel is the
+// only product; a new engine keeps only the environment).
 func (src *AIInference) ConvertTo(dstRaw conversion.Hub) error {
 	dst := dstRaw.(*v1.AIInference)
 	dst.ObjectMeta = src.ObjectMeta
@@ -113,7 +114,10 @@ func restore(stored *v1.AIInferenceSpec, s *AIInferenceSpec, up v1.AIInferenceSp
 		out.Model.URI, out.Model.Revision = up.Model.URI, up.Model.Revision
 	}
 	if was.Engine != s.Engine {
-		out.Engine.Name = up.Engine.Name
+		// A new engine: the old one's image, port, health path and args
+		// would be wrong for it (the defaulter sets the new preset port);
+		// its environment is the workload's and stays.
+		out.Engine = v1.EngineSpec{Name: up.Engine.Name, Env: out.Engine.Env}
 	}
 	switch {
 	case s.GPU == nil || was.GPU == nil:

@@ -11,8 +11,9 @@ import (
 )
 
 // Engine is the inference engine that serves the model. v1 knows more
-// engines (sglang, custom); an object using one reads here without an
-// engine, and the conversion annotation keeps the real one.
+// engines (sglang, custom); an object using one reads here with that name
+// as it is, which the API server's validation ratcheting accepts on update
+// while it is unchanged.
 // +kubebuilder:validation:Enum=vllm;triton;tgi
 type Engine string
 
