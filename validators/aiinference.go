@@ -110,6 +110,8 @@ func modelSettings(m *servingv1.ModelSpec, p *field.Path) (*annotations.ModelSet
 		switch {
 		case err == nil:
 			out.Cache = cache
+		case c.Medium == servingv1.CachePVC && c.ClaimName == "":
+			errs = append(errs, field.Required(p.Child("cache", "claimName"), "claimName is required with medium pvc"))
 		case c.Medium == servingv1.CachePVC:
 			errs = append(errs, field.Invalid(p.Child("cache", "claimName"), c.ClaimName, err.Error()))
 		default:
@@ -214,6 +216,9 @@ func validateResources(r *corev1.ResourceRequirements, gpuResource corev1.Resour
 				errs = append(errs, field.Invalid(rp, q.String(), "must not be negative"))
 			}
 		}
+	}
+	if len(r.Claims) > 0 {
+		errs = append(errs, field.Forbidden(p.Child("claims"), "resource claims are not supported on an AIInference"))
 	}
 	for name, req := range r.Requests {
 		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {

@@ -49,7 +49,6 @@ func NewAIInferenceDefaulter(cfg *config.Configuration, ns NamespaceLabeler) *AI
 
 // Default implements admission.Defaulter.
 func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInference) error {
-	DefaultAIInference(&obj.Spec, d.Ports)
 	// Conversion takes the annotation off objects written in older
 	// versions; one written straight into v1 by hand means nothing there,
 	// and stored it would only mislead.
@@ -63,23 +62,49 @@ func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInf
 		Namespace: obj.Namespace,
 		Requester: requesterFrom(req.UserInfo, d.Trusted),
 	}
-	if in.NamespaceLabels, err = d.Namespaces.NamespaceLabels(ctx, obj.Namespace); err != nil {
-		return apierrors.NewInternalError(err)
-	}
 	if len(req.OldObject.Raw) > 0 {
 		var old struct {
 			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
+				Engine servingv1.EngineSpec `json:"engine"`
+			} `json:"spec"`
 		}
 		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("decoding the old object: %v", err))
 		}
 		in.Old = &old.Metadata
+		FollowEngineChange(&obj.Spec, &old.Spec.Engine, d.Ports)
+	}
+	DefaultAIInference(&obj.Spec, d.Ports)
+	if in.NamespaceLabels, err = d.Namespaces.NamespaceLabels(ctx, obj.Namespace); err != nil {
+		return apierrors.NewInternalError(err)
 	}
 	t := &mutators.Target{Kind: "AIInference", Object: &obj.ObjectMeta, PodSpec: &corev1.PodSpec{}}
 	if _, err := (mutators.OwnerMetadata{}).Mutate(t, in); err != nil {
 		return apierrors.NewInternalError(err)
 	}
 	return nil
+}
+
+// FollowEngineChange clears a port the defaulter set for the old engine
+// when an UPDATE changes the engine, so that the new engine gets its own
+// preset: a port still equal to the old engine's preset was the default,
+// not a choice. A port the user chose stays.
+func FollowEngineChange(spec *servingv1.AIInferenceSpec, old *servingv1.EngineSpec, ports map[annotations.EngineName]int32) {
+	name, oldName := orVLLM(spec.Engine.Name), orVLLM(old.Name)
+	if name == oldName || spec.Engine.Port == 0 {
+		return
+	}
+	if preset, ok := ports[annotations.EngineName(oldName)]; ok && spec.Engine.Port == preset {
+		spec.Engine.Port = 0
+	}
+}
+
+func orVLLM(e servingv1.EngineName) servingv1.EngineName {
+	if e == "" {
+		return servingv1.EngineVLLM
+	}
+	return e
 }
 
 // DefaultAIInference sets the defaults on spec; it is idempotent.

@@ -56,3 +56,29 @@ func TestDefaultAIInference(t *testing.T) {
 		})
 	}
 }
+
+func TestFollowEngineChange(t *testing.T) {
+	ports := NewAIInferenceDefaulter(config.New(), nil).Ports
+	tests := map[string]struct {
+		old      servingv1.EngineSpec
+		in       servingv1.EngineSpec
+		wantPort int32
+	}{
+		"vllm to tgi: the preset port follows":    {old: servingv1.EngineSpec{Name: "vllm", Port: 8000}, in: servingv1.EngineSpec{Name: "tgi", Port: 8000}, wantPort: 80},
+		"unset name was vllm":                     {old: servingv1.EngineSpec{Port: 8000}, in: servingv1.EngineSpec{Name: "sglang", Port: 8000}, wantPort: 30000},
+		"a chosen port stays":                     {old: servingv1.EngineSpec{Name: "vllm", Port: 9000}, in: servingv1.EngineSpec{Name: "tgi", Port: 9000}, wantPort: 9000},
+		"same engine: nothing changes":            {old: servingv1.EngineSpec{Name: "tgi", Port: 80}, in: servingv1.EngineSpec{Name: "tgi", Port: 80}, wantPort: 80},
+		"to custom: no preset, validation asks":   {old: servingv1.EngineSpec{Name: "vllm", Port: 8000}, in: servingv1.EngineSpec{Name: "custom", Port: 8000}, wantPort: 0},
+		"vllm to triton: same preset port, stays": {old: servingv1.EngineSpec{Name: "vllm", Port: 8000}, in: servingv1.EngineSpec{Name: "triton", Port: 8000}, wantPort: 8000},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := servingv1.AIInferenceSpec{Engine: tc.in}
+			FollowEngineChange(&spec, &tc.old, ports)
+			DefaultAIInference(&spec, ports)
+			if spec.Engine.Port != tc.wantPort {
+				t.Errorf("port = %d, want %d", spec.Engine.Port, tc.wantPort)
+			}
+		})
+	}
+}

@@ -122,8 +122,8 @@ type EngineSpec struct {
 	// +optional
 	Name EngineName `json:"name,omitempty"`
 
-	// image is the serving container image; each engine but custom has a
-	// default.
+	// image is the serving container image; required for custom, else
+	// left to the platform's choice for the engine when unset.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -145,8 +145,8 @@ type EngineSpec struct {
 // GPUSpec is the GPUs each replica needs.
 type GPUSpec struct {
 	// products are the acceptable GPU products (the node label value, for
-	// example NVIDIA-A100-SXM4-80GB), in order of preference; any when
-	// empty.
+	// example NVIDIA-A100-SXM4-80GB): a replica runs on a node with any of
+	// them; any GPU when empty.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -88,6 +89,10 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		Expect(alpha.Spec.ModelSource).To(Equal("hf://meta-llama/Llama-3.1-8B-Instruct@" + llamaRevision))
 		Expect(alpha.Annotations).To(HaveKeyWithValue(servingv1.ConversionDataAnnotation, ContainSubstring(`"port":8000`)),
 			"v1alpha1 has no place for the defaulted engine port: the annotation keeps it")
+
+		By("changing the engine moves the defaulted port to the new engine's preset")
+		Expect(c.Patch(ctx, v1obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"engine":{"name":"tgi"}}}`)))).To(Succeed())
+		Expect(v1obj.Spec.Engine).To(Equal(servingv1.EngineSpec{Name: servingv1.EngineTGI, Port: 80}))
 	})
 
 	It("keeps v1's second GPU product through a read and an update as v1alpha1", func() {

@@ -31,7 +31,7 @@ import (
 // Iterations is how many random objects a fuzz test converts.
 const Iterations = 5000
 
-// SeedEnv, set to an integer, replaces the first seed of every fuzz run
+// SeedEnv names the variable that, set to an integer, replaces the first seed of every fuzz run
 // (0 otherwise): object i of a run is filled with seed+i, and a failure
 // names its seed, so SeedEnv=<that seed> makes it the run's first object.
 const SeedEnv = "MODELGATE_CONVERSION_SEED"
