@@ -142,6 +142,7 @@ func Default(c *Configuration) {
 	if in.Probes.PeriodSeconds == 0 {
 		in.Probes.PeriodSeconds = mutators.DefaultProbePeriodSeconds
 	}
+	defaultCertificates(&c.Certificates)
 }
 
 // New returns a Configuration with every default applied.

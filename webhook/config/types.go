@@ -41,6 +41,10 @@ type Configuration struct {
 	// Policy tunes the Rego policy engine behind the validating webhooks.
 	Policy Policy `json:"policy,omitempty"`
 
+	// Certificates says where the serving certificate comes from: files
+	// (the default), cert-manager or self (docs/operations.md).
+	Certificates Certificates `json:"certificates,omitempty"`
+
 	// ShutdownGracePeriod is how long in-flight reviews may take to finish
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`

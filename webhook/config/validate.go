@@ -56,6 +56,7 @@ func (c *Configuration) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("policy", "evaluationTimeout"), d.String(),
 			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
 	}
+	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
 	return errs
 }
 
