@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -49,11 +50,16 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	for _, add := range []func(*runtime.Scheme) error{
-		policyv1.AddToScheme, servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme,
+		apiextensionsv1.AddToScheme, policyv1.AddToScheme, servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("building scheme: %w", err)
 		}
+	}
+	tlsOpts := []func(*tls.Config){TLSOptions(cfg.Webhook)}
+	rotator := newRotator(cfg)
+	if rotator != nil {
+		tlsOpts = append(tlsOpts, servingCertificate(rotator))
 	}
 	server := crwebhook.NewServer(crwebhook.Options{
 		Host:     cfg.Webhook.Host,
@@ -61,7 +67,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		CertDir:  cfg.Webhook.CertDir,
 		CertName: cfg.Webhook.CertName,
 		KeyName:  cfg.Webhook.KeyName,
-		TLSOpts:  []func(*tls.Config){TLSOptions(cfg.Webhook)},
+		TLSOpts:  tlsOpts,
 	})
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
@@ -77,6 +83,11 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if rotator != nil {
+		if err := addRotator(mgr, rotator); err != nil {
+			return nil, err
+		}
 	}
 	if err := Register(mgr, cfg); err != nil {
 		return nil, err

@@ -79,7 +79,7 @@ type SelfCertificates struct {
 
 // Defaults of the self-managed certificates.
 const (
-	DefaultCertSecretName      = "modelgate-webhook-tls"
+	DefaultCertSecretName      = "modelgate-webhook-tls" //nolint:gosec // a Secret name, not a credential.
 	DefaultWebhookServiceName  = "modelgate-webhook"
 	DefaultCALifetime          = 365 * 24 * time.Hour
 	DefaultServingLifetime     = 90 * 24 * time.Hour
