@@ -309,6 +309,34 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 			}).WithTimeout(5 * time.Second).Should(Succeed())
 		}
 	})
+
+	It("when every replica is down, blocks only what opted in, never kube-system or other workloads", func() {
+		for _, r := range []*replica{a, b} {
+			r.stop()
+			Eventually(r.done).WithTimeout(20 * time.Second).Should(BeClosed())
+		}
+		Eventually(func() error {
+			conn, err := net.DialTimeout("tcp", a.addr, time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}).Should(HaveOccurred(), "nothing listens on the webhook port any more")
+
+		By("an opted-in Pod is refused: the webhooks fail closed")
+		Expect(admin.Create(ctx, optedInPod(ns), client.DryRunAll)).NotTo(Succeed())
+
+		By("kube-system, even opted in, and a workload that did not opt in are admitted")
+		Expect(admin.Create(ctx, optedInPod("kube-system"), client.DryRunAll)).To(Succeed())
+		plain := optedInPod(ns)
+		plain.Annotations = nil
+		Expect(admin.Create(ctx, plain, client.DryRunAll)).To(Succeed())
+
+		By("AIInference reads in v1 need no conversion; in v1alpha1 they do")
+		key := client.ObjectKey{Namespace: ns, Name: "llama"}
+		Expect(admin.Get(ctx, key, &servingv1.AIInference{})).To(Succeed())
+		Expect(admin.Get(ctx, key, &servingv1alpha1.AIInference{})).NotTo(Succeed())
+	})
 })
 
 // optedInPod is a Pod that opted in to injection: modelgate stamps its
