@@ -133,9 +133,9 @@ func validateCertificates(c *Certificates, p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("mode"), c.Mode, CertificateModes))
 	}
 	s, sp := &c.Self, p.Child("self")
-	for name, v := range map[string]string{"secretName": s.SecretName, "serviceName": s.ServiceName} {
-		if msgs := validation.IsDNS1123Subdomain(v); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(sp.Child(name), v, msgs[0]))
+	for _, n := range []struct{ field, value string }{{"secretName", s.SecretName}, {"serviceName", s.ServiceName}} {
+		if msgs := validation.IsDNS1123Subdomain(n.value); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(sp.Child(n.field), n.value, msgs[0]))
 		}
 	}
 	for i, n := range s.ExtraDNSNames {

@@ -109,6 +109,25 @@ func TestValidate(t *testing.T) {
 		wantFields []string
 	}{
 		"defaults":                {edit: func(*config.Configuration) {}},
+		"self mode":               {edit: func(c *config.Configuration) { c.Certificates.Mode = config.CertificatesSelf }},
+		"unknown certificate mode": {
+			edit: func(c *config.Configuration) { c.Certificates.Mode = "vault" }, wantFields: []string{"certificates.mode"},
+		},
+		"certificate names and addresses": {
+			edit: func(c *config.Configuration) {
+				s := &c.Certificates.Self
+				s.SecretName, s.ServiceName, s.ExtraDNSNames, s.IPAddresses = "Bad_Secret", "", []string{"ok.example.com", "no way"}, []string{"127.0.0.1", "::1", "localhost"}
+			},
+			wantFields: []string{"certificates.self.secretName", "certificates.self.serviceName", "certificates.self.extraDNSNames[1]", "certificates.self.ipAddresses[2]"},
+		},
+		"certificate lifetimes that cannot rotate safely": {
+			edit: func(c *config.Configuration) {
+				s := &c.Certificates.Self
+				s.ServingLifetime.Duration, s.RenewBefore.Duration = 24*time.Hour, 48*time.Hour
+				s.CALifetime.Duration, s.InjectionGrace.Duration, s.CheckInterval.Duration = 72*time.Hour, 72*time.Hour, 48*time.Hour
+			},
+			wantFields: []string{"certificates.self.renewBefore", "certificates.self.caLifetime", "certificates.self.injectionGrace", "certificates.self.checkInterval"},
+		},
 		"metrics disabled":        {edit: func(c *config.Configuration) { c.Metrics.BindAddress = "0" }},
 		"cache wait at the limit": {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 3 * time.Second }},
 		"no cache wait":           {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 0 }},
