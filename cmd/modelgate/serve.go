@@ -27,6 +27,7 @@ type serveFlags struct {
 	healthAddr  string
 	enableHTTP2 bool
 	policyDir   string
+	certMode    string
 	zap         zap.Options
 }
 
@@ -39,6 +40,7 @@ func (f *serveFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", "", "/healthz and /readyz address (overrides health.bindAddress)")
 	fs.BoolVar(&f.enableHTTP2, "enable-http2", false, "serve HTTP/2 as well as HTTP/1.1 (overrides webhook.enableHTTP2)")
 	fs.StringVar(&f.policyDir, "policy-dir", "", "directory of .rego policies, reloaded on change (overrides policy.directory)")
+	fs.StringVar(&f.certMode, "certificates", "", "serving certificate mode: files, cert-manager or self (overrides certificates.mode)")
 	f.zap = zap.Options{Development: false}
 	f.zap.BindFlags(fs)
 }
@@ -60,6 +62,8 @@ func (f *serveFlags) apply(fs *flag.FlagSet, c *config.Configuration) error {
 			c.Webhook.EnableHTTP2 = f.enableHTTP2
 		case "policy-dir":
 			c.Policy.Directory = f.policyDir
+		case "certificates":
+			c.Certificates.Mode = config.CertificateMode(f.certMode)
 		}
 	})
 	if errs := c.Validate(); len(errs) > 0 {
