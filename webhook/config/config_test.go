@@ -108,8 +108,8 @@ func TestValidate(t *testing.T) {
 		edit       func(c *config.Configuration)
 		wantFields []string
 	}{
-		"defaults":                {edit: func(*config.Configuration) {}},
-		"self mode":               {edit: func(c *config.Configuration) { c.Certificates.Mode = config.CertificatesSelf }},
+		"defaults":  {edit: func(*config.Configuration) {}},
+		"self mode": {edit: func(c *config.Configuration) { c.Certificates.Mode = config.CertificatesSelf }},
 		"unknown certificate mode": {
 			edit: func(c *config.Configuration) { c.Certificates.Mode = "vault" }, wantFields: []string{"certificates.mode"},
 		},
