@@ -54,13 +54,17 @@ help: ## Show this help.
 ## +kubebuilder:webhook and +kubebuilder:rbac markers; separate packages with
 ## ";" (e.g. ./webhook/...;./validators/...) when another package gains some.
 ## API_PATHS holds the CRD types (CRDs and deepcopy).
-MARKER_PATHS := ./webhook/...;./certs/...
+MARKER_PATHS := ./webhook/...
 API_PATHS := ./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) configurations ## Generate the CRDs, webhook configuration and RBAC from the code's markers, and the installs' Configurations.
 	$(CONTROLLER_GEN) rbac:roleName=modelgate webhook paths="$(MARKER_PATHS)" \
 		output:webhook:artifacts:config=config/webhook output:rbac:artifacts:config=config/rbac
+	@# Self-managed certificates need a few more permissions (the Secret, CA
+	@# injection): only config/self-managed grants them.
+	$(CONTROLLER_GEN) rbac:roleName=modelgate-certificates paths="./certs/..." \
+		output:rbac:artifacts:config=config/self-managed/rbac
 	@# controller-gen never deletes a CRD: start empty, so that a removed or
 	@# renamed type leaves no stale file behind (make verify sees the change).
 	rm -f config/crd/bases/*.yaml

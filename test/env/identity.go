@@ -19,16 +19,20 @@ const (
 )
 
 // ModelgateIdentity installs modelgate's namespace and RBAC from
-// config/rbac and returns a client configuration that authenticates as
-// modelgate's service account, so that modelgate runs with exactly the
-// permissions a cluster grants it and a missing one fails the tests.
-func ModelgateIdentity(ctx context.Context, te *envtest.Environment, admin client.Client, root string) (*envtest.AuthenticatedUser, error) {
+// config/rbac, and from the extra kustomizations (relative to root, such
+// as config/self-managed/rbac), and returns a client configuration that
+// authenticates as modelgate's service account, so that modelgate runs
+// with exactly the permissions a cluster grants it and a missing one fails
+// the tests.
+func ModelgateIdentity(ctx context.Context, te *envtest.Environment, admin client.Client, root string, extra ...string) (*envtest.AuthenticatedUser, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating namespace %s: %w", Namespace, err)
 	}
-	if err := Apply(ctx, admin, filepath.Join(root, "config", "rbac")); err != nil {
-		return nil, err
+	for _, dir := range append([]string{filepath.Join("config", "rbac")}, extra...) {
+		if err := Apply(ctx, admin, filepath.Join(root, dir)); err != nil {
+			return nil, err
+		}
 	}
 	user, err := te.AddUser(envtest.User{
 		Name:   "system:serviceaccount:" + Namespace + ":" + ServiceAccount,

@@ -45,7 +45,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	admin, err = client.New(adminCfg, client.Options{Scheme: s})
 	Expect(err).NotTo(HaveOccurred())
-	modelgateUser, err = env.ModelgateIdentity(context.Background(), testEnv, admin, root)
+	// The self-managed install's permissions: config/rbac and what
+	// config/self-managed adds for the certificates.
+	modelgateUser, err = env.ModelgateIdentity(context.Background(), testEnv, admin, root, "config/self-managed/rbac")
 	Expect(err).NotTo(HaveOccurred())
 })
 
