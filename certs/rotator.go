@@ -109,7 +109,8 @@ func (r *Rotator) NeedLeaderElection() bool { return false }
 // Start implements manager.Runnable: it reconciles at once, then every
 // Interval (a second after a failure), until ctx is done.
 func (r *Rotator) Start(ctx context.Context) error {
-	log := logr.FromContextOrDiscard(ctx)
+	log := logr.FromContextOrDiscard(ctx).WithName("certificates")
+	ctx = logr.NewContext(ctx, log)
 	for {
 		wait := r.Interval
 		if err := r.Reconcile(ctx); err != nil {

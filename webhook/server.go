@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -80,6 +81,11 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		// Every replica serves every request on its own: nothing to elect.
 		LeaderElection: false,
+		// Runnables (the certificate rotator, the policy directory) log
+		// through their context's logger.
+		BaseContext: func() context.Context {
+			return logr.NewContext(context.Background(), logf.Log.WithName("modelgate"))
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

@@ -310,7 +310,7 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		}
 	})
 
-	It("when every replica is down, blocks only what opted in, never kube-system or other workloads", func() {
+	It("when every replica is down, refuses what opted in, never kube-system or a workload that neither opted in nor asks for GPUs", func() {
 		for _, r := range []*replica{a, b} {
 			r.stop()
 			Eventually(r.done).WithTimeout(20 * time.Second).Should(BeClosed())
@@ -326,7 +326,7 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		By("an opted-in Pod is refused: the webhooks fail closed")
 		Expect(admin.Create(ctx, optedInPod(ns), client.DryRunAll)).NotTo(Succeed())
 
-		By("kube-system, even opted in, and a workload that did not opt in are admitted")
+		By("kube-system, even opted in, and a workload that did not opt in and asks for no GPU are admitted")
 		Expect(admin.Create(ctx, optedInPod("kube-system"), client.DryRunAll)).To(Succeed())
 		plain := optedInPod(ns)
 		plain.Annotations = nil
