@@ -22,6 +22,12 @@ type KeyPair struct {
 	KeyPEM  []byte
 }
 
+// Valid reports whether kp is a certificate that can be served at now; a
+// nil kp is not.
+func (kp *KeyPair) Valid(now time.Time) bool {
+	return kp != nil && !now.Before(kp.Cert.NotBefore) && now.Before(kp.Cert.NotAfter)
+}
+
 // clockSkew backdates NotBefore, so that an API server whose clock is a
 // little behind still accepts a certificate issued a moment ago.
 const clockSkew = 5 * time.Minute

@@ -127,7 +127,10 @@ func (r *Rotator) Start(ctx context.Context) error {
 
 // Reconcile brings the Secret and the targets up to date once, then serves
 // the Secret's serving certificate. The order is what keeps rotation safe:
-// a new CA is written and injected before any certificate it signs is.
+// a new CA is written and injected before any certificate it signs is, and
+// a working serving certificate is never replaced in the check that had
+// to change a CA bundle (however old the CA is, for example after a time
+// when injection failed): the next check, an Interval later, does it.
 func (r *Rotator) Reconcile(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx)
 	secret, state, err := r.read(ctx)
@@ -141,11 +144,15 @@ func (r *Rotator) Reconcile(ctx context.Context) error {
 		}
 		log.Info("created a CA", "reason", why, "notAfter", state.CA.Cert.NotAfter)
 	}
-	if err := r.inject(ctx, state.Bundle, now); err != nil {
+	injected, err := r.inject(ctx, state.Bundle, now)
+	if err != nil {
 		r.trusted.Store(false)
 		return err
 	}
-	if step, why := NextStep(state, now, r.Options); step == StepNewServing {
+	// A bundle changed in this check: let API servers see it before a
+	// working certificate is replaced.
+	wait := injected && state.Serving.Valid(now)
+	if step, why := NextStep(state, now, r.Options); step == StepNewServing && !wait {
 		if _, state, err = r.take(ctx, secret, state, step, now); err != nil {
 			return err
 		}
