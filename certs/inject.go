@@ -21,52 +21,56 @@ import (
 // reports whether it changed a target.
 func (r *Rotator) inject(ctx context.Context, bundle []*x509.Certificate, now time.Time) (bool, error) {
 	log := logr.FromContextOrDiscard(ctx)
-	changedAny := false
-	merged := func(current []byte) ([]byte, bool) {
-		existing, _ := ParseCertificates(current)
+	// setBundle merges bundle into *caBundle and reports a change.
+	setBundle := func(caBundle *[]byte) bool {
+		existing, _ := ParseCertificates(*caBundle)
 		out := EncodeCertificates(MergeBundles(bundle, existing, now))
-		return out, !bytes.Equal(out, current)
+		if bytes.Equal(out, *caBundle) {
+			return false
+		}
+		*caBundle = out
+		return true
 	}
+	type target struct {
+		name string
+		obj  client.Object
+		edit func() bool
+	}
+	var targets []target
 	for _, name := range r.Targets.Mutating {
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := r.update(ctx, name, cfg, &changedAny, func() bool {
+		targets = append(targets, target{name, cfg, func() bool {
 			changed := false
 			for i := range cfg.Webhooks {
-				if b, ok := merged(cfg.Webhooks[i].ClientConfig.CABundle); ok {
-					cfg.Webhooks[i].ClientConfig.CABundle, changed = b, true
-				}
+				changed = setBundle(&cfg.Webhooks[i].ClientConfig.CABundle) || changed
 			}
 			return changed
-		}); err != nil {
-			return changedAny, err
-		}
+		}})
 	}
 	for _, name := range r.Targets.Validating {
 		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := r.update(ctx, name, cfg, &changedAny, func() bool {
+		targets = append(targets, target{name, cfg, func() bool {
 			changed := false
 			for i := range cfg.Webhooks {
-				if b, ok := merged(cfg.Webhooks[i].ClientConfig.CABundle); ok {
-					cfg.Webhooks[i].ClientConfig.CABundle, changed = b, true
-				}
+				changed = setBundle(&cfg.Webhooks[i].ClientConfig.CABundle) || changed
 			}
 			return changed
-		}); err != nil {
-			return changedAny, err
-		}
+		}})
 	}
 	for _, name := range r.Targets.CRDs {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := r.update(ctx, name, crd, &changedAny, func() bool {
+		targets = append(targets, target{name, crd, func() bool {
 			c := crd.Spec.Conversion
 			if c == nil || c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil {
 				log.Info("CRD does not convert through a webhook: no CA bundle to inject", "crd", name)
 				return false
 			}
-			b, ok := merged(c.Webhook.ClientConfig.CABundle)
-			c.Webhook.ClientConfig.CABundle = b
-			return ok
-		}); err != nil {
+			return setBundle(&c.Webhook.ClientConfig.CABundle)
+		}})
+	}
+	changedAny := false
+	for _, t := range targets {
+		if err := r.update(ctx, t.name, t.obj, &changedAny, t.edit); err != nil {
 			return changedAny, err
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/modelgate/modelgate/api/annotations"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
@@ -62,13 +61,11 @@ var _ admission.Validator[*servingv1.AIInference] = (*AIInferenceValidator)(nil)
 // snapshot, the engine holding the policies in force and the namespace
 // labels; policies skip the namespaces the Configuration excludes.
 func NewAIInferenceValidator(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, pm *PolicyMetrics) *AIInferenceValidator {
-	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
-	excluded.Insert(cfg.Namespace)
 	return &AIInferenceValidator{
 		Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
 		GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
 		Namespaces:  ns,
-		Excluded:    excluded,
+		Excluded:    excludedNamespaces(cfg),
 		Metrics:     pm,
 	}
 }
@@ -110,7 +107,7 @@ func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIIn
 		v.Metrics.review(validators.AIInferenceKind, op, outcomeError)
 		return nil, apierrors.NewInternalError(err)
 	}
-	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored {
+	if ignoredNamespace(nsLabels) {
 		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
 		return nil, nil
 	}

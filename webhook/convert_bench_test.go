@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/conversion"
 
+	"github.com/modelgate/modelgate/api/install"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
 	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
@@ -86,10 +87,8 @@ func conversionReview(b *testing.B, desired string, objs []runtime.Object) []byt
 // and encoding the response, with no conversion at all.
 func BenchmarkConversionReview(b *testing.B) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			b.Fatal(err)
-		}
+	if err := install.AddToScheme(scheme); err != nil {
+		b.Fatal(err)
 	}
 	handler := conversion.NewWebhookHandler(scheme, conversion.NewRegistry())
 	rich, alpha := make([]runtime.Object, reviewObjects), make([]runtime.Object, reviewObjects)

@@ -61,8 +61,6 @@ var _ admission.Handler = (*Mutating)(nil)
 func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mutating {
 	owner := mutators.OwnerMetadata{}
 	spec := mutators.Chain{mutators.ModelLoader{}, mutators.GPUPlacement{}, mutators.ServingProbes{}}
-	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
-	excluded.Insert(cfg.Namespace)
 	return &Mutating{
 		chain:        append(mutators.Chain{owner}, spec...),
 		metadataOnly: mutators.Chain{owner},
@@ -70,7 +68,7 @@ func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mu
 		parser:       annotations.Parser{Profiles: cfg.Injection.Profiles},
 		options:      mutatorOptions(&cfg.Injection),
 		namespaces:   ns,
-		excluded:     excluded,
+		excluded:     excludedNamespaces(cfg),
 		trusted:      cfg.Injection.TrustedRequesters,
 		metrics:      m,
 	}

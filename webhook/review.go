@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // admitted is a workload admission request a handler acts on: the object
@@ -50,7 +51,7 @@ func admit(ctx context.Context, req admission.Request, excluded sets.Set[string]
 	if a.nsLabels, err = ns.NamespaceLabels(ctx, req.Namespace); err != nil {
 		return nil, admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
-	if _, ignored := a.nsLabels[annotations.NamespaceIgnore]; ignored {
+	if ignoredNamespace(a.nsLabels) {
 		return nil, admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
 	}
 	return a, admission.Response{}, ""
@@ -65,4 +66,16 @@ func (d *decoded) annotationSources() []annotations.Source {
 		out = append(out, annotations.Source{Path: paths[i], Annotations: m.Annotations})
 	}
 	return out
+}
+
+// excludedNamespaces are the namespaces modelgate never injects or judges:
+// the Configuration's injection.excludedNamespaces and its own.
+func excludedNamespaces(cfg *config.Configuration) sets.Set[string] {
+	return sets.New(cfg.Injection.ExcludedNamespaces...).Insert(cfg.Namespace)
+}
+
+// ignoredNamespace reports a namespace labelled modelgate.io/ignore.
+func ignoredNamespace(labels map[string]string) bool {
+	_, ok := labels[annotations.NamespaceIgnore]
+	return ok
 }

@@ -30,10 +30,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
-	servingv1 "github.com/modelgate/modelgate/api/v1"
-	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
-	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
+	"github.com/modelgate/modelgate/api/install"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -46,16 +43,9 @@ const namespaceCachePoll = 20 * time.Millisecond
 // configuration says. Start it with Start; it runs until ctx is cancelled,
 // then lets in-flight reviews finish within cfg.ShutdownGracePeriod.
 func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("building scheme: %w", err)
-	}
-	for _, add := range []func(*runtime.Scheme) error{
-		apiextensionsv1.AddToScheme, policyv1.AddToScheme, servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme,
-	} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
 	}
 	tlsOpts := []func(*tls.Config){TLSOptions(cfg.Webhook)}
 	rotator := newRotator(cfg)
@@ -99,6 +89,19 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// NewScheme returns the scheme modelgate serves with: the Kubernetes types,
+// CustomResourceDefinition (for CA injection into the conversion webhook)
+// and every modelgate API version.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, install.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building scheme: %w", err)
+		}
+	}
+	return s, nil
 }
 
 // TLSOptions returns the serving TLS settings: the configured minimum

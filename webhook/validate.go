@@ -50,14 +50,12 @@ var _ admission.Handler = (*Validating)(nil)
 // NewValidating builds the handler from a configuration snapshot and the
 // engine holding the policies in force.
 func NewValidating(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, m *PolicyMetrics) *Validating {
-	excluded := sets.New(cfg.Injection.ExcludedNamespaces...)
-	excluded.Insert(cfg.Namespace)
 	return &Validating{
 		checker:     &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
 		parser:      annotations.Parser{Profiles: cfg.Injection.Profiles},
 		gpuResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
 		namespaces:  ns,
-		excluded:    excluded,
+		excluded:    excludedNamespaces(cfg),
 		metrics:     m,
 	}
 }

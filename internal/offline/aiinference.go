@@ -12,9 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/conversion"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/modelgate/modelgate/api/install"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
-	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
-	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
@@ -37,10 +36,8 @@ type aiinferences struct {
 
 func newAIInferences(cfg *config.Configuration, engine *policies.Engine, ns webhook.NamespaceLabeler) (*aiinferences, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
+	if err := install.AddToScheme(s); err != nil {
+		return nil, fmt.Errorf("building scheme: %w", err)
 	}
 	return &aiinferences{
 		scheme:    s,

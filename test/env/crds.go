@@ -7,12 +7,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
-	servingv1 "github.com/modelgate/modelgate/api/v1"
-	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
-	servingv1beta1 "github.com/modelgate/modelgate/api/v1beta1"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // ConvertPath is where `modelgate serve` answers ConversionReviews.
@@ -23,20 +19,9 @@ const ConvertPath = "/convert"
 // apiVersion and lose every field that moved.
 var ErrNoConversionWebhook = errors.New("serves several versions but its conversion is not a webhook on " + ConvertPath)
 
-// Scheme returns a scheme with the Kubernetes types and every modelgate API
-// version, the one `modelgate serve` uses.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, policyv1.AddToScheme,
-		servingv1.AddToScheme, servingv1beta1.AddToScheme, servingv1alpha1.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
-	}
-	return s, nil
-}
+// Scheme returns the scheme `modelgate serve` uses: the Kubernetes types
+// and every modelgate API version.
+func Scheme() (*runtime.Scheme, error) { return webhook.NewScheme() }
 
 // CRDs renders a kustomization (config/crd) and returns its
 // CustomResourceDefinitions, strictly decoded. A CRD serving more than one

@@ -184,15 +184,7 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		Expect(admin.Get(ctx, client.ObjectKey{Name: "aiinferences.serving.modelgate.io"}, crd)).To(Succeed())
 		Expect(trusts(crd.Spec.Conversion.Webhook.ClientConfig.CABundle, ca)).To(BeTrue(), "the CRD conversion trusts the CA")
 
-		for name, r := range map[string]*replica{"a": a, "b": b} {
-			Eventually(func(g Gomega) {
-				st, err := secretState(ctx)
-				g.Expect(err).NotTo(HaveOccurred())
-				leaf, err := r.served(pool(st.Bundle))
-				g.Expect(err).NotTo(HaveOccurred(), "replica %s serves a certificate the bundle trusts", name)
-				g.Expect(leaf.Equal(st.Serving.Cert)).To(BeTrue(), "replica %s serves the Secret's certificate", name)
-			}).WithTimeout(10 * time.Second).Should(Succeed())
-		}
+		expectServingTheSecret(ctx, 10*time.Second, a, b)
 	})
 
 	It("is called by the API server: a mutation happens and a conversion works", func() {
@@ -299,15 +291,7 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		Expect(failures.Load()).To(BeZero(), "first errors: %v", firstErrors)
 
 		By("both replicas still serve the Secret's certificate")
-		for name, r := range map[string]*replica{"a": a, "b": b} {
-			Eventually(func(g Gomega) {
-				st, err := secretState(ctx)
-				g.Expect(err).NotTo(HaveOccurred())
-				leaf, err := r.served(pool(st.Bundle))
-				g.Expect(err).NotTo(HaveOccurred(), "replica %s", name)
-				g.Expect(leaf.Equal(st.Serving.Cert)).To(BeTrue(), "replica %s", name)
-			}).WithTimeout(5 * time.Second).Should(Succeed())
-		}
+		expectServingTheSecret(ctx, 5*time.Second, a, b)
 	})
 
 	It("when every replica is down, refuses what opted in, never kube-system or a workload that neither opted in nor asks for GPUs", func() {
@@ -338,6 +322,21 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		Expect(admin.Get(ctx, key, &servingv1alpha1.AIInference{})).NotTo(Succeed())
 	})
 })
+
+// expectServingTheSecret waits until every replica serves the Secret's
+// serving certificate, trusted by the Secret's bundle.
+func expectServingTheSecret(ctx context.Context, timeout time.Duration, replicas ...*replica) {
+	GinkgoHelper()
+	for _, r := range replicas {
+		Eventually(func(g Gomega) {
+			st, err := secretState(ctx)
+			g.Expect(err).NotTo(HaveOccurred())
+			leaf, err := r.served(pool(st.Bundle))
+			g.Expect(err).NotTo(HaveOccurred(), "replica %s serves a certificate the bundle trusts", r.addr)
+			g.Expect(leaf.Equal(st.Serving.Cert)).To(BeTrue(), "replica %s serves the Secret's certificate", r.addr)
+		}).WithTimeout(timeout).Should(Succeed())
+	}
+}
 
 // optedInPod is a Pod that opted in to injection: modelgate stamps its
 // owner.
