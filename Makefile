@@ -35,6 +35,20 @@ ENVTEST_ASSETS := $(KUBEBUILDER_ASSETS)
 ENVTEST_DEPS :=
 endif
 
+## The simulated GPU cluster of `make run`, the e2e suite and bench-e2e:
+## kube-scheduler and kube-controller-manager (hack/envtest, beside
+## kube-apiserver) and kwok (hack/kwok), built from source, with kwok's
+## stages (node and pod lifecycles) collected from its module.
+KWOK_VERSION ?= v0.8.0
+KWOK_DIR := $(LOCALBIN)/kwok/$(KWOK_VERSION)
+CLUSTER_DEPS := $(ENVTEST_BUILT_DIR)/kube-scheduler $(ENVTEST_BUILT_DIR)/kube-controller-manager \
+	$(KWOK_DIR)/kwok $(KWOK_DIR)/stages.yaml
+## The stages kwok plays, from sigs.k8s.io/kwok's kustomize/stage: nodes
+## become Ready and renew their leases; pods become Running, a Job's then
+## Succeeded, and deleted pods go.
+KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
+
 ## kubectl for `make run`: the one on PATH, else built from source.
 KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(ENVTEST_BUILT_DIR)/kubectl)
 
@@ -114,11 +128,11 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies test-integration ## Run every test: unit, fuzz seeds, the policy library through modelgate test, and the envtest suite on a real API server.
+test: test-unit test-policies test-integration test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the envtest suite on a real API server, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v /test/integration)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -127,6 +141,15 @@ test-policies: ## Run the policy library's Rego tests and declarative cases (pol
 .PHONY: test-integration
 test-integration: $(ENVTEST_DEPS) ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
+
+.PHONY: test-e2e
+test-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v -modelgate=$(LOCALBIN)/modelgate
+
+.PHONY: bench-e2e
+bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, in one run.
+	$(GO) build -o $(LOCALBIN)/bench-e2e ./hack/benche2e
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2}
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
@@ -146,7 +169,7 @@ build: ## Build bin/modelgate.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/modelgate ./cmd/modelgate
 
 .PHONY: run
-run: build $(ENVTEST_DEPS) kubectl ## Start a local control plane with modelgate in it (Ctrl-C stops everything).
+run: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
 	$(GO) build -o $(LOCALBIN)/devcluster ./hack/devcluster
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate
 
@@ -205,6 +228,28 @@ $(ENVTEST_BUILT_DIR)/kube-apiserver: hack/envtest/go.mod hack/envtest/go.sum
 $(ENVTEST_BUILT_DIR)/etcd: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "building etcd from source (about 30 seconds, once)"
 	cd hack/envtest && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+
+.PHONY: cluster-tools
+cluster-tools: $(CLUSTER_DEPS) ## Build kube-scheduler, kube-controller-manager and kwok (with its stages) for the simulated cluster.
+
+$(ENVTEST_BUILT_DIR)/kube-scheduler: hack/envtest/go.mod hack/envtest/go.sum
+	@echo "building kube-scheduler $(K8S_VERSION) from source (about 1 minute on 2 cores, once)"
+	cd hack/envtest && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+$(ENVTEST_BUILT_DIR)/kube-controller-manager: hack/envtest/go.mod hack/envtest/go.sum
+	@echo "building kube-controller-manager $(K8S_VERSION) from source (about 2 minutes on 2 cores, once)"
+	cd hack/envtest && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+
+$(KWOK_DIR)/kwok: hack/kwok/go.mod hack/kwok/go.sum
+	@echo "building kwok $(KWOK_VERSION) from source (about 2 minutes on 2 cores, once)"
+	cd hack/kwok && $(GO) build -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+$(KWOK_DIR)/stages.yaml: hack/kwok/go.mod hack/kwok/go.sum
+	@mkdir -p $(KWOK_DIR)
+	cd hack/kwok && $(GO) mod download sigs.k8s.io/kwok
+	@dir=$$(cd hack/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok); \
+	{ echo "# kwok $(KWOK_VERSION)'s stages, collected by the Makefile from $$dir/kustomize/stage."; \
+	  for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/kustomize/stage/$$f"; done; } > $@.tmp && mv $@.tmp $@
 
 .PHONY: kubectl
 kubectl: $(KUBECTL) ## Make sure a kubectl is available (built from source when none is on PATH).

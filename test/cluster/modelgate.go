@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// writeKubeconfig writes a user's kubeconfig, readable by the owner only.
+func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
+	b, err := u.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("building kubeconfig: %w", err)
+	}
+	if _, err := clientcmd.Load(b); err != nil {
+		return fmt.Errorf("checking kubeconfig: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeConfiguration writes the Configuration modelgate serves with: the
+// envtest-generated certificates and port, metrics on metricsAddr (or
+// off), health on healthAddr, then the caller's edits.
+func writeConfiguration(w envtest.WebhookInstallOptions, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) error {
+	c := config.New()
+	c.Webhook.Host = w.LocalServingHost
+	c.Webhook.Port = int32(w.LocalServingPort) //nolint:gosec // a local port number.
+	c.Webhook.CertDir = w.LocalServingCertDir
+	c.Metrics.BindAddress = metricsAddr
+	c.Health.BindAddress = healthAddr
+	if edit != nil {
+		edit(c)
+	}
+	if errs := c.Validate(); len(errs) > 0 {
+		return fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
+	}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encoding configuration: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// FreeAddr returns a free 127.0.0.1 address.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port)), nil
+}
+
+// waitHTTPOK polls url until it answers 200, the process exits or the
+// timeout passes.
+func waitHTTPOK(ctx context.Context, url string, p *process, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("building a request for %s: %w", url, err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", p.name, ctx.Err())
+		case <-p.Exited():
+			return p.exitError()
+		case <-deadline:
+			return errors.New(p.name + " was not ready within " + timeout.String() + "; see " + p.log)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
