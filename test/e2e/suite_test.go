@@ -1,0 +1,140 @@
+// Package e2e_test proves modelgate end to end on a simulated GPU cluster
+// (test/cluster): the real kube-apiserver, kube-controller-manager and
+// kube-scheduler, kwok playing the kubelets of the fake GPU nodes in
+// config/dev/nodes.yaml, and the modelgate binary serving its webhooks as
+// its own service account, exactly as `make run` starts them. Workloads go
+// in through the API server as a human user would create them; the specs
+// then follow them to Pods, nodes and completion.
+package e2e_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/env"
+)
+
+var modelgateBinary = flag.String("modelgate", "", "the modelgate binary to run (default: <repo>/bin/modelgate, built by `make build`)")
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "modelgate end to end on a simulated GPU cluster")
+}
+
+// developerName is the human the specs act as; it becomes the owner label.
+const developerName = "e2e-developer"
+
+// team is the modelgate.io/team label of every namespace the specs make.
+const team = "research"
+
+var (
+	gpuCluster *cluster.Cluster
+	// k8s acts as the developer (a cluster admin with a client certificate).
+	k8s client.Client
+	// nodes are the fake nodes by name.
+	nodes map[string]*corev1.Node
+)
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	root, err := env.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	binary := *modelgateBinary
+	if binary == "" {
+		binary = filepath.Join(root, "bin", "modelgate")
+	}
+	_, err = os.Stat(binary)
+	Expect(err).NotTo(HaveOccurred(), "the modelgate binary: run `make build` (or `make test-e2e`)")
+
+	dir, err := os.MkdirTemp("", "modelgate-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+	started := time.Now()
+	gpuCluster, err = cluster.Start(ctx, cluster.Options{
+		Root: root, Dir: dir, Modelgate: binary, User: developerName,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	AddReportEntry("cluster start", time.Since(started).Round(time.Millisecond).String())
+	DeferCleanup(func() {
+		Expect(gpuCluster.Stop()).To(Succeed())
+		Expect(os.RemoveAll(dir)).To(Succeed())
+	})
+
+	k8s, err = client.New(gpuCluster.Developer, client.Options{Scheme: scheme.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	nodes = map[string]*corev1.Node{}
+	for _, n := range gpuCluster.Nodes {
+		nodes[n.Name] = n
+	}
+}, NodeTimeout(5*time.Minute))
+
+// Every spec checks that no component died under it, and a failing spec
+// points at the components' logs.
+var _ = AfterEach(func() {
+	select {
+	case err := <-gpuCluster.Failed():
+		Fail(err.Error())
+	default:
+	}
+	if CurrentSpecReport().Failed() {
+		AddReportEntry("component logs", gpuCluster.LogDir)
+	}
+})
+
+// newNamespace creates a namespace with the team label, deleted (and
+// waited for, so that its pods' GPUs are free again) after the spec.
+func newNamespace(ctx context.Context, prefix string) string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: prefix + "-",
+		Labels:       map[string]string{annotations.NamespaceTeam: team},
+	}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
+		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "namespace %s is not gone", ns.Name)
+	}, NodeTimeout(3*time.Minute))
+	return ns.Name
+}
+
+// podsOf lists the pods labelled app=name in a namespace.
+func podsOf(ctx context.Context, g Gomega, namespace, name string) []corev1.Pod {
+	list := &corev1.PodList{}
+	g.Expect(k8s.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{"app": name})).To(Succeed())
+	return list.Items
+}
+
+// runningPods waits until exactly n pods labelled app=name run, and returns
+// them.
+func runningPods(ctx context.Context, namespace, name string, n int) []corev1.Pod {
+	var pods []corev1.Pod
+	Eventually(func(g Gomega) {
+		pods = podsOf(ctx, g, namespace, name)
+		g.Expect(pods).To(HaveLen(n))
+		for _, p := range pods {
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s on %q", p.Name, p.Spec.NodeName)
+		}
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	return pods
+}
+
+// nodeOf returns the fake node a pod is bound to.
+func nodeOf(p *corev1.Pod) *corev1.Node {
+	n, ok := nodes[p.Spec.NodeName]
+	Expect(ok).To(BeTrue(), fmt.Sprintf("pod %s is on %q, not one of the fake nodes", p.Name, p.Spec.NodeName))
+	return n
+}
