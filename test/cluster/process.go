@@ -64,7 +64,10 @@ func (p *process) Exited() <-chan struct{} { return p.exited }
 
 // exitError describes an exit nobody asked for, with the log's last lines.
 func (p *process) exitError() error {
-	return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
+	if p.err == nil {
+		return fmt.Errorf("%s exited with status 0; last lines of %s:\n%s", p.name, p.log, tail(p.log, 15))
+	}
+	return fmt.Errorf("%s exited (%w); last lines of %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
 }
 
 // stop sends SIGTERM, waits up to stopTimeout, then kills the process

@@ -42,7 +42,8 @@ var _ = Describe("Scheduling", func() {
 		ns := newNamespace(ctx, "product")
 		// Two A100 nodes of 4 GPUs hold four pods of 2; the fifth must wait
 		// although the H100 nodes have 16 GPUs free.
-		Expect(k8s.Create(ctx, deployment(ns, "a100", 5, serving("2", map[string]string{annotations.GPUProduct: a100})))).To(Succeed())
+		d := deployment(ns, "a100", 5, serving("2", map[string]string{annotations.GPUProduct: a100}))
+		Expect(k8s.Create(ctx, d)).To(Succeed())
 		Eventually(func(g Gomega) {
 			pods := podsOf(ctx, g, ns, "a100")
 			g.Expect(pods).To(HaveLen(5))
@@ -51,6 +52,7 @@ var _ = Describe("Scheduling", func() {
 				switch {
 				case p.Status.Phase == corev1.PodRunning:
 					running++
+					expectInjectedOnce(g, &p, &d.Spec.Template, 2)
 					g.Expect(nodeOf(&p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
 				case p.Spec.NodeName == "" && unschedulable(&p) != "":
 					pending++
