@@ -143,8 +143,9 @@ test-integration: $(ENVTEST_DEPS) ## Run the Ginkgo suite on envtest (real kube-
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
 .PHONY: test-e2e
-test-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v -modelgate=$(LOCALBIN)/modelgate
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes), and `make run`'s bin/devcluster.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v \
+		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
 .PHONY: bench-e2e
 bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, in one run.
@@ -168,10 +169,16 @@ bench: ## Run the benchmarks with allocation counts.
 build: ## Build bin/modelgate.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(LOCALBIN)/modelgate ./cmd/modelgate
 
+## The fake nodes `make run` registers: v1 Node documents (see the file).
+NODES ?= config/dev/nodes.yaml
+
 .PHONY: run
-run: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
+run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES)
+
+.PHONY: devcluster
+devcluster: ## Build bin/devcluster, the program behind `make run`.
 	$(GO) build -o $(LOCALBIN)/devcluster ./hack/devcluster
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate
 
 .PHONY: docker-build
 docker-build: ## Build the container image IMG.

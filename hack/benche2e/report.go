@@ -132,7 +132,7 @@ func writeReport(w io.Writer, info runInfo, hs []histSpec, cs []counterSpec, res
 		a, b := sumGet(without).Seconds(), sumGet(with).Seconds()
 		t.add(append(row, formatSeconds(a), formatSeconds(b), formatChange(a, b, formatSeconds))...)
 	}
-	duration("Deployment creates returned", func(r result) time.Duration { return r.creates }, func(s summary) time.Duration { return s.creates })
+	duration("Deployment creates (all returned)", func(r result) time.Duration { return r.creates }, func(s summary) time.Duration { return s.creates })
 	for m := range milestones {
 		duration("all pods "+milestoneNames[m], func(r result) time.Duration { return r.times[m] }, func(s summary) time.Duration { return s.times[m] })
 	}

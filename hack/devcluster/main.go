@@ -31,8 +31,9 @@ func main() {
 	binary := flag.String("modelgate", "bin/modelgate", "the modelgate binary to run")
 	user := flag.String("user", defaultUser(), "the user name in bin/dev/kubeconfig (becomes the owner label)")
 	nodes := flag.String("nodes", "", "the fake nodes to register (default config/dev/nodes.yaml)")
+	dir := flag.String("dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
 	flag.Parse()
-	if err := run(*binary, *user, *nodes); err != nil {
+	if err := run(*binary, *user, *nodes, *dir); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
@@ -52,7 +53,7 @@ var devFiles = []string{
 	"kwok.kubeconfig", "kube-scheduler.yaml", "configuration.yaml",
 }
 
-func run(binary, user, nodes string) error {
+func run(binary, user, nodes, devDir string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -60,7 +61,9 @@ func run(binary, user, nodes string) error {
 	if err != nil {
 		return err
 	}
-	devDir := filepath.Join(root, "bin", "dev")
+	if devDir == "" {
+		devDir = filepath.Join(root, "bin", "dev")
+	}
 	if err := os.MkdirAll(devDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", devDir, err)
 	}
