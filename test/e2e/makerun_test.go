@@ -35,7 +35,7 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		}
 		dir := GinkgoT().TempDir()
 		out := gbytes.NewBuffer()
-		cmd := exec.Command(binary, "--modelgate", filepath.Join(root, "bin", "modelgate"), "--dir", dir, "--user", "newcomer") //nolint:gosec // the test's own binaries.
+		cmd := exec.Command(binary, "--modelgate", filepath.Join(root, "bin", "modelgate"), "--dir", dir, "--user", "newcomer")
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = out, out
 		Expect(cmd.Start()).To(Succeed(), "run `make devcluster`")
