@@ -46,17 +46,25 @@ type options struct {
 }
 
 func main() {
+	// A flag set of its own: imported packages register flags (such as
+	// --kubeconfig) on the global one that mean nothing here.
+	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
 	var o options
-	flag.StringVar(&o.modelgate, "modelgate", "", "the modelgate binary to run (required)")
-	flag.IntVar(&o.pods, "pods", 500, "pods per phase, 1 GPU each")
-	flag.IntVar(&o.replicas, "replicas", 25, "replicas per Deployment")
-	flag.IntVar(&o.rounds, "rounds", 2, "rounds of a phase without and a phase with modelgate's webhooks")
-	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of each phase until every pod is Running, and of each cleanup")
-	flag.StringVar(&o.out, "out", "", "also write the report to this file")
-	flag.Parse()
+	fs.StringVar(&o.modelgate, "modelgate", "", "the modelgate binary to run (required)")
+	fs.IntVar(&o.pods, "pods", 500, "pods per phase, 1 GPU each")
+	fs.IntVar(&o.replicas, "replicas", 25, "replicas per Deployment")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds of a phase without and a phase with modelgate's webhooks")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of each phase until every pod is Running, and of each cleanup")
+	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", err)
-		flag.Usage()
+		fs.Usage()
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
@@ -114,7 +122,7 @@ func run(o options) (err error) {
 	}
 	defer func() {
 		if err != nil && sigCtx.Err() == nil {
-			fmt.Fprintf(os.Stderr, "bench-e2e: the cluster's logs are kept in %s\n", filepath.Join(dir, "logs"))
+			err = fmt.Errorf("%w\nthe cluster's logs are kept in %s", err, filepath.Join(dir, "logs"))
 			return
 		}
 		_ = os.RemoveAll(dir)
@@ -251,7 +259,7 @@ func newBench(ctx context.Context, c *cluster.Cluster, root, metricsAddr string,
 }
 
 // report writes the report to stdout and, when out is set, to out.
-func report(out string, info runInfo, hs []histSpec, cs []counterSpec, results []result) error {
+func report(out string, info runInfo, hs, cs []spec, results []result) error {
 	var buf bytes.Buffer
 	if err := writeReport(&buf, info, hs, cs, results); err != nil {
 		return fmt.Errorf("writing the report: %w", err)

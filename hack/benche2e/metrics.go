@@ -116,17 +116,9 @@ func labelsEqual(want map[string]string) func(map[string]string) bool {
 	}
 }
 
-// histSpec is a histogram the report shows: a row title, where it is
-// scraped, and which series of the metric are summed.
-type histSpec struct {
-	title  string
-	source string
-	metric string
-	match  func(map[string]string) bool
-}
-
-// counterSpec is a counter the report shows, like histSpec.
-type counterSpec struct {
+// spec is a histogram or counter the report shows: a row title, where it
+// is scraped, and which series of the metric are summed.
+type spec struct {
 	title  string
 	source string
 	metric string
@@ -147,7 +139,7 @@ const (
 // histSpecs are the histograms the report shows, in order. webhooks are the
 // names of modelgate's webhooks (the "name" label of the API server's
 // webhook metric).
-func histSpecs(webhooks []string) []histSpec {
+func histSpecs(webhooks []string) []spec {
 	modelgate := func(typ string) func(map[string]string) bool {
 		return func(l map[string]string) bool {
 			return l["type"] == typ && slices.Contains(webhooks, l["name"])
@@ -156,41 +148,41 @@ func histSpecs(webhooks []string) []histSpec {
 	post := func(group, resource string) func(map[string]string) bool {
 		return labelsEqual(map[string]string{"verb": "POST", "group": group, "resource": resource, "subresource": "", "dry_run": ""})
 	}
-	return []histSpec{
-		{"modelgate mutating webhooks, as the API server sees them", fromAPIServer, webhookDuration, modelgate("admit")},
-		{"modelgate validating webhooks, as the API server sees them", fromAPIServer, webhookDuration, modelgate("validating")},
-		{"admission step admit, CREATE (all resources)", fromAPIServer, stepDuration, labelsEqual(map[string]string{"operation": "CREATE", "type": "admit"})},
-		{"admission step validate, CREATE (all resources)", fromAPIServer, stepDuration, labelsEqual(map[string]string{"operation": "CREATE", "type": "validate"})},
-		{"POST pods (whole request)", fromAPIServer, requestDuration, post("", "pods")},
-		{"POST deployments (whole request)", fromAPIServer, requestDuration, post("apps", "deployments")},
+	return []spec{
+		{"modelgate mutating, API server view", fromAPIServer, webhookDuration, modelgate("admit")},
+		{"modelgate validating, API server view", fromAPIServer, webhookDuration, modelgate("validating")},
+		{"admission step admit, all CREATEs", fromAPIServer, stepDuration, labelsEqual(map[string]string{"operation": "CREATE", "type": "admit"})},
+		{"admission step validate, all CREATEs", fromAPIServer, stepDuration, labelsEqual(map[string]string{"operation": "CREATE", "type": "validate"})},
+		{"POST pods", fromAPIServer, requestDuration, post("", "pods")},
+		{"POST deployments", fromAPIServer, requestDuration, post("apps", "deployments")},
 		{"modelgate /mutate handler", fromModelgate, crWebhookLat, labelsEqual(map[string]string{"webhook": "/mutate"})},
 		{"modelgate /validate handler", fromModelgate, crWebhookLat, labelsEqual(map[string]string{"webhook": "/validate"})},
 	}
 }
 
 // counterSpecs are the counters the report shows, in order.
-func counterSpecs() []counterSpec {
+func counterSpecs() []spec {
 	kind := func(k string) func(map[string]string) bool { return labelsEqual(map[string]string{"kind": k}) }
-	return []counterSpec{
-		{"modelgate mutating reviews of Pods", fromModelgate, mutatingReviews, kind("Pod")},
-		{"modelgate mutating reviews of Deployments", fromModelgate, mutatingReviews, kind("Deployment")},
-		{"modelgate validating reviews of Pods", fromModelgate, policyReviews, kind("Pod")},
-		{"modelgate validating reviews of Deployments", fromModelgate, policyReviews, kind("Deployment")},
+	return []spec{
+		{"modelgate mutating reviews: Pods", fromModelgate, mutatingReviews, kind("Pod")},
+		{"modelgate mutating reviews: Deployments", fromModelgate, mutatingReviews, kind("Deployment")},
+		{"modelgate validating reviews: Pods", fromModelgate, policyReviews, kind("Pod")},
+		{"modelgate validating reviews: Deployments", fromModelgate, policyReviews, kind("Deployment")},
 	}
 }
 
 // snapshot is one scrape of each source.
 type snapshot map[string]families
 
-// delta is what a phase observed: each histSpec's and counterSpec's
-// difference between two snapshots, in the specs' order.
+// delta is what a phase observed: each histogram's and counter's
+// difference between two snapshots, in the order of their specs.
 type delta struct {
 	hists    []histogram
 	counters []float64
 }
 
 // diff computes the delta between two snapshots.
-func diff(before, after snapshot, hs []histSpec, cs []counterSpec) (delta, error) {
+func diff(before, after snapshot, hs, cs []spec) (delta, error) {
 	var d delta
 	for _, s := range hs {
 		b, err := before[s.source].histogram(s.metric, s.match)

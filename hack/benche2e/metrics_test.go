@@ -67,8 +67,8 @@ func mustParse(t *testing.T, text string) families {
 func TestDiff(t *testing.T) {
 	names := []string{"annotation.inject.modelgate.io", "workload.validate.modelgate.io"}
 	all := histSpecs(names)
-	byTitle := func(prefix string) []histSpec {
-		var out []histSpec
+	byTitle := func(prefix string) []spec {
+		var out []spec
 		for _, s := range all {
 			if strings.HasPrefix(s.title, prefix) {
 				out = append(out, s)

@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/annotations"
 )
 
 // progressEvery is how often a running phase prints how far its pods got.
@@ -79,8 +81,8 @@ type bench struct {
 	clientset      kubernetes.Interface
 	scraper        *scraper
 	hooks          *webhooks
-	hists          []histSpec
-	counters       []counterSpec
+	hists          []spec
+	counters       []spec
 	// template is the pod template modelgate injects into the annotated
 	// Deployment.
 	template *corev1.PodTemplateSpec
@@ -100,7 +102,7 @@ func (b *bench) injectedTemplate(ctx context.Context) (*corev1.PodTemplateSpec, 
 		return nil, fmt.Errorf("dry-run creating Deployment %s: %w", templateName, err)
 	}
 	if !isInjected(&d.Spec.Template) {
-		return nil, fmt.Errorf("modelgate did not inject the dry-run Deployment %s (its template has no %s annotation)", templateName, "modelgate.io/injected")
+		return nil, fmt.Errorf("modelgate did not inject the dry-run Deployment %s (its template has no %s annotation)", templateName, annotations.Injected)
 	}
 	return &d.Spec.Template, nil
 }
@@ -137,7 +139,7 @@ func (b *bench) run(ctx context.Context, p phase) (result, error) {
 		return result{}, fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
 
-	pctx, cancel := context.WithTimeoutCause(ctx, b.timeout, fmt.Errorf("phase %q timed out after %s", p.label(), b.timeout))
+	pctx, cancel := context.WithTimeoutCause(ctx, b.timeout, fmt.Errorf("timed out after %s", b.timeout))
 	defer cancel()
 	tracker := newPodTracker(b.pods)
 	if err := watchPods(pctx, b.clientset, ns, tracker); err != nil {
@@ -159,15 +161,15 @@ func (b *bench) run(ctx context.Context, p phase) (result, error) {
 		return result{}, err
 	}
 	res.times = tracker.times()
-	if p.webhooks {
-		b.checkSamePods(ctx, ns, sizes)
-	}
 	after, err := b.scraper.snapshot(ctx)
 	if err != nil {
 		return result{}, err
 	}
 	if res.delta, err = diff(before, after, b.hists, b.counters); err != nil {
-		return result{}, fmt.Errorf("phase %q: %w", p.label(), err)
+		return result{}, err
+	}
+	if p.webhooks {
+		b.checkSamePods(ctx, ns, sizes)
 	}
 	b.progressf("round %d, %s: %d pods Running in %s (%.1f pods/s)", p.round, what, b.pods,
 		res.times[running].Round(time.Millisecond), res.podsPerSecond(b.pods))

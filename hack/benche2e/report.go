@@ -109,7 +109,7 @@ func summarize(results []result, webhooks bool, pods int) (summary, error) {
 
 // writeReport writes the markdown report: the run, one table with a column
 // per phase and the summaries side by side, and notes on reading it.
-func writeReport(w io.Writer, info runInfo, hs []histSpec, cs []counterSpec, results []result) error {
+func writeReport(w io.Writer, info runInfo, hs, cs []spec, results []result) error {
 	without, err := summarize(results, false, info.pods)
 	if err != nil {
 		return fmt.Errorf("pooling the phases without webhooks: %w", err)
@@ -197,14 +197,14 @@ func writeHeader(b *strings.Builder, info runInfo) {
 
 // writeNotes explains the table and lists the histograms' bucket bounds,
 // as scraped.
-func writeNotes(b *strings.Builder, info runInfo, hs []histSpec, results []result) {
+func writeNotes(b *strings.Builder, info runInfo, hs []spec, results []result) {
 	fmt.Fprintf(b, "\nNotes:\n\n")
 	fmt.Fprintf(b, "- Times run from the first Deployment create to when this program's pod informer saw the last pod created, bound to a node and Running (kwok marks bound pods Running at once). \"(all)\" columns: times are the mean of the rounds; histograms are pooled over the rounds.\n")
 	fmt.Fprintf(b, "- Latencies are estimated from each phase's histogram delta (scrape after minus scrape before) as Prometheus's histogram_quantile does: linear interpolation within the bucket holding the rank, shown as (lower, upper]. \"> x\" means the +Inf bucket, above the highest bound x. The buckets are coarse: read the bucket, not the digits.\n")
-	fmt.Fprintf(b, "- \"as the API server sees them\": %s for modelgate's webhooks (%s); type admit is mutating, validating is validating. Each Deployment and each pod is one call of each.\n",
+	fmt.Fprintf(b, "- \"API server view\": %s, the series of modelgate's webhooks (%s), type admit (mutating) or validating: the time the API server waited for modelgate, TLS and the network included. Each Deployment and each pod is one call of each.\n",
 		webhookDuration, strings.Join(info.webhooks, ", "))
 	fmt.Fprintf(b, "- The admission step histograms (%s) have no resource label: they pool every CREATE the API server admitted during the phase (Deployments, ReplicaSets, Pods, pod bindings, Events, ...). They exist in both phases: the comparable baseline.\n", stepDuration)
-	fmt.Fprintf(b, "- POST rows: %s, verb POST, no subresource, not dry run; the whole request, admission included.\n", requestDuration)
+	fmt.Fprintf(b, "- POST rows: %s, verb POST, no subresource, not dry run: the whole request, admission included. Pods are POSTed by the ReplicaSet controller, Deployments by this program.\n", requestDuration)
 	fmt.Fprintf(b, "- modelgate handler rows: modelgate's own %s: the time inside modelgate, TLS and the network excluded.\n", crWebhookLat)
 	fmt.Fprintf(b, "\nBucket upper bounds, as scraped:\n\n")
 	seen := map[string]bool{}
