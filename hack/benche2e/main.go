@@ -34,6 +34,7 @@ import (
 
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // options are the command's flags.
@@ -43,6 +44,7 @@ type options struct {
 	rounds         int
 	timeout        time.Duration
 	out            string
+	http2          bool
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of a phase without and a phase with modelgate's webhooks")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of each phase until every pod is Running, and of each cleanup")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	fs.BoolVar(&o.http2, "http2", false, "serve modelgate's webhooks over HTTP/2 as well (webhook.enableHTTP2; off by default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
@@ -139,6 +142,7 @@ func run(o options) (err error) {
 	progressf(os.Stderr, "starting a cluster with %d fake GPU nodes and modelgate (%s)", nodeCount, dir)
 	c, err := cluster.Start(sigCtx, cluster.Options{
 		Root: root, Dir: dir, Nodes: nodes, Modelgate: modelgate, User: "bench", MetricsAddr: metricsAddr,
+		Configure: func(c *config.Configuration) { c.Webhook.EnableHTTP2 = o.http2 },
 	})
 	if err != nil {
 		if sigCtx.Err() != nil {
