@@ -18,8 +18,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,8 +95,11 @@ var _ = AfterEach(func() {
 	}
 })
 
-// newNamespace creates a namespace with the team label, deleted (and
-// waited for, so that its pods' GPUs are free again) after the spec.
+// newNamespace creates a namespace with the team label. After the spec,
+// its workloads and Pods are deleted and waited for, so that their GPUs
+// are free for the next spec, and the namespace is deleted (its own
+// deletion, by the namespace controller, takes seconds longer and frees
+// nothing more).
 func newNamespace(ctx context.Context, prefix string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: prefix + "-",
@@ -103,11 +107,17 @@ func newNamespace(ctx context.Context, prefix string) string {
 	}}
 	Expect(k8s.Create(ctx, ns)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
+		in := client.InNamespace(ns.Name)
+		for _, obj := range []client.Object{&batchv1.CronJob{}, &batchv1.Job{}, &appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.ReplicaSet{}, &corev1.Pod{}} {
+			Expect(k8s.DeleteAllOf(ctx, obj, in, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, in)).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the pods of namespace %s are not gone", ns.Name)
 		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(ns), &corev1.Namespace{}))
-		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeTrue(), "namespace %s is not gone", ns.Name)
-	}, NodeTimeout(3*time.Minute))
+	}, NodeTimeout(2*time.Minute))
 	return ns.Name
 }
 
