@@ -66,6 +66,8 @@ type result struct {
 	times [milestones]time.Duration
 	// delta is the metrics' change over the phase.
 	delta delta
+	// serial are the serial probe's latencies, after the burst.
+	serial []time.Duration
 }
 
 // podsPerSecond is the pods' rate to Running.
@@ -170,6 +172,9 @@ func (b *bench) run(ctx context.Context, p phase) (result, error) {
 	}
 	if p.webhooks {
 		b.checkSamePods(ctx, ns, sizes)
+	}
+	if res.serial, err = b.serialCreates(ctx, ns, p.webhooks); err != nil {
+		return result{}, err
 	}
 	b.progressf("round %d, %s: %d pods Running in %s (%.1f pods/s)", p.round, what, b.pods,
 		res.times[running].Round(time.Millisecond), res.podsPerSecond(b.pods))

@@ -77,6 +77,7 @@ type summary struct {
 	times         [milestones]time.Duration
 	podsPerSecond float64
 	delta         delta
+	serial        []time.Duration
 }
 
 // summarize averages and pools the results of one phase kind.
@@ -88,6 +89,7 @@ func summarize(results []result, webhooks bool, pods int) (summary, error) {
 			continue
 		}
 		ds = append(ds, r.delta)
+		s.serial = append(s.serial, r.serial...)
 		s.creates += r.creates
 		for m := range milestones {
 			s.times[m] += r.times[m]
@@ -142,6 +144,15 @@ func writeReport(w io.Writer, info runInfo, hs, cs []spec, results []result) err
 	}
 	t.add(append(rate, formatRate(without.podsPerSecond), formatRate(with.podsPerSecond),
 		formatChange(without.podsPerSecond, with.podsPerSecond, formatRate))...)
+
+	for _, q := range []float64{0.5, 0.9, 0.99} {
+		row := []string{fmt.Sprintf("serial dry-run Pod create, client: p%g", q*100)}
+		for _, r := range results {
+			row = append(row, formatSeconds(sampleQuantile(r.serial, q).Seconds()))
+		}
+		a, b := sampleQuantile(without.serial, q).Seconds(), sampleQuantile(with.serial, q).Seconds()
+		t.add(append(row, formatSeconds(a), formatSeconds(b), formatChange(a, b, formatSeconds))...)
+	}
 
 	for i, s := range hs {
 		count := []string{s.title + ": observations"}
@@ -205,6 +216,7 @@ func writeNotes(b *strings.Builder, info runInfo, hs []spec, results []result) {
 		webhookDuration, strings.Join(info.webhooks, ", "))
 	fmt.Fprintf(b, "- The admission step histograms (%s) have no resource label: they pool every CREATE the API server admitted during the phase (Deployments, ReplicaSets, Pods, pod bindings, Events, ...). They exist in both phases: the comparable baseline.\n", stepDuration)
 	fmt.Fprintf(b, "- POST rows: %s, verb POST, no subresource, not dry run: the whole request, admission included. Pods are POSTed by the ReplicaSet controller, Deployments by this program.\n", requestDuration)
+	fmt.Fprintf(b, "- Serial rows: after each burst, once every pod ran, %d server-side dry-run Pod creates sent one at a time and timed exactly by this program (nearest-rank quantiles of the samples, no buckets): with the webhooks the annotated Pod, which modelgate injects in full, as it does a Pod a human creates; without them the same Pod already injected. The difference is what modelgate adds to one request on a cluster that is not busy.\n", serialSamples)
 	fmt.Fprintf(b, "- modelgate handler rows: modelgate's own %s: the time inside modelgate, TLS and the network excluded.\n", crWebhookLat)
 	fmt.Fprintf(b, "\nBucket upper bounds, as scraped:\n\n")
 	seen := map[string]bool{}

@@ -105,3 +105,28 @@ func TestWriteReport(t *testing.T) {
 		t.Errorf("report lacks the scraped bucket bounds:\n%s", out)
 	}
 }
+
+func TestSampleQuantile(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	samples := ms(5, 1, 4, 2, 3, 10, 9, 8, 7, 6) // 1..10, unsorted
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 5 * time.Millisecond}, {0.9, 9 * time.Millisecond}, {0.99, 10 * time.Millisecond}, {0.01, time.Millisecond}, {1, 10 * time.Millisecond}} {
+		if got := sampleQuantile(samples, c.q); got != c.want {
+			t.Errorf("p%g of 1..10 ms: got %s, want %s", c.q*100, got, c.want)
+		}
+	}
+	if got := sampleQuantile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing: got %s, want 0", got)
+	}
+	if samples[0] != 5*time.Millisecond {
+		t.Errorf("sampleQuantile sorted its argument in place: %v", samples)
+	}
+}
