@@ -118,14 +118,19 @@ func modelgateKeys(m map[string]string) []string {
 	return keys
 }
 
-func named(cs []corev1.Container, name string) int {
+// count counts the elements of xs that match.
+func count[T any](xs []T, match func(T) bool) int {
 	n := 0
-	for _, c := range cs {
-		if c.Name == name {
+	for _, x := range xs {
+		if match(x) {
 			n++
 		}
 	}
 	return n
+}
+
+func named(cs []corev1.Container, name string) int {
+	return count(cs, func(c corev1.Container) bool { return c.Name == name })
 }
 
 func container(g Gomega, cs []corev1.Container, name string) corev1.Container {
@@ -139,41 +144,17 @@ func container(g Gomega, cs []corev1.Container, name string) corev1.Container {
 }
 
 func countVolumes(vs []corev1.Volume, name string) int {
-	n := 0
-	for _, v := range vs {
-		if v.Name == name {
-			n++
-		}
-	}
-	return n
+	return count(vs, func(v corev1.Volume) bool { return v.Name == name })
 }
 
 func countMounts(ms []corev1.VolumeMount, name string) int {
-	n := 0
-	for _, m := range ms {
-		if m.Name == name {
-			n++
-		}
-	}
-	return n
+	return count(ms, func(m corev1.VolumeMount) bool { return m.Name == name })
 }
 
 func gpuTolerations(ts []corev1.Toleration) int {
-	n := 0
-	for _, t := range ts {
-		if t.Key == string(cluster.ResourceGPU) {
-			n++
-		}
-	}
-	return n
+	return count(ts, func(t corev1.Toleration) bool { return t.Key == string(cluster.ResourceGPU) })
 }
 
 func expressions(t corev1.NodeSelectorTerm, key string) int {
-	n := 0
-	for _, e := range t.MatchExpressions {
-		if e.Key == key {
-			n++
-		}
-	}
-	return n
+	return count(t.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool { return e.Key == key })
 }
