@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,8 @@ const (
 	DefaultClientQPS   = 100
 	DefaultClientBurst = 200
 	startTimeout       = 60 * time.Second
+	// pollInterval is how often Start checks what it waits for.
+	pollInterval = 100 * time.Millisecond
 )
 
 // Options configure Start.
@@ -110,12 +113,12 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			err = errors.Join(err, c.Stop())
 		}
 	}()
-	if err := c.startComponents(ctx, o, bins); err != nil {
-		return c, err
-	}
 	adminClient, err := client.New(admin, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return c, fmt.Errorf("creating a client: %w", err)
+	}
+	if err := c.startComponents(ctx, o, bins, adminClient); err != nil {
+		return c, err
 	}
 	if err := RegisterNodes(ctx, adminClient, nodes); err != nil {
 		return c, err
@@ -154,7 +157,7 @@ func withDefaults(o Options) Options {
 // startComponents writes each component's identity and configuration and
 // starts the controller-manager, the scheduler, kwok and modelgate, then
 // waits for modelgate's readiness.
-func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries) error {
+func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries, admin client.Client) error {
 	kubeconfig := func(u envtest.User, file string) (*envtest.AuthenticatedUser, string, error) {
 		au, err := c.Env.AddUser(u, nil)
 		if err != nil {
@@ -202,16 +205,14 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries)
 		}
 		c.procs = append(c.procs, p)
 	}
-	return c.startModelgate(ctx, o)
+	return c.startModelgate(ctx, o, admin)
 }
 
-func (c *Cluster) startModelgate(ctx context.Context, o Options) error {
-	adminClient, err := client.New(c.Admin, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		return fmt.Errorf("creating a client: %w", err)
-	}
+// startModelgate installs modelgate's identity, writes its kubeconfig and
+// Configuration, starts it and waits for its readiness.
+func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Client) error {
 	// modelgate runs with config/rbac's permissions only, as in a cluster.
-	mg, err := env.ModelgateIdentity(ctx, c.Env, adminClient, o.Root)
+	mg, err := env.ModelgateIdentity(ctx, c.Env, admin, o.Root)
 	if err != nil {
 		return err
 	}
@@ -224,7 +225,7 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options) error {
 		return err
 	}
 	cfgPath := filepath.Join(o.Dir, "configuration.yaml")
-	if err := writeConfiguration(c.Env.WebhookInstallOptions, healthAddr, o.MetricsAddr, cfgPath, o.Configure); err != nil {
+	if err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, o.Configure); err != nil {
 		return err
 	}
 	p, err := startProcess("modelgate", o.Modelgate, []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
@@ -239,21 +240,21 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options) error {
 // waitControllers waits until the controller-manager's controllers run:
 // the service account controller has created "default" in "default".
 func waitControllers(ctx context.Context, c client.Client) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
-		if err == nil {
-			return nil
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		last = c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{})
+		if last != nil && !apierrors.IsNotFound(last) {
+			return false, last
 		}
-		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
-			return fmt.Errorf("waiting for kube-controller-manager (the default service account): %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	if wait.Interrupted(err) {
+		err = errors.Join(err, last)
 	}
+	if err != nil {
+		return fmt.Errorf("waiting for kube-controller-manager (the default service account): %w", err)
+	}
+	return nil
 }
 
 // watchFailures reports on Failed any component that exits before Stop.

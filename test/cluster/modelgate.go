@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,10 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -35,11 +36,8 @@ func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
 // writeConfiguration writes the Configuration modelgate serves with: the
 // envtest-generated certificates and port, metrics on metricsAddr (or
 // off), health on healthAddr, then the caller's edits.
-func writeConfiguration(w envtest.WebhookInstallOptions, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) error {
-	c := config.New()
-	c.Webhook.Host = w.LocalServingHost
-	c.Webhook.Port = int32(w.LocalServingPort) //nolint:gosec // a local port number.
-	c.Webhook.CertDir = w.LocalServingCertDir
+func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) error {
+	c := env.Configuration(te)
 	c.Metrics.BindAddress = metricsAddr
 	c.Health.BindAddress = healthAddr
 	if edit != nil {
@@ -71,26 +69,25 @@ func FreeAddr() (string, error) {
 // waitHTTPOK polls url until it answers 200, the process exits or the
 // timeout passes.
 func waitHTTPOK(ctx context.Context, url string, p *process, timeout time.Duration) error {
-	deadline := time.After(timeout)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.Exited():
+			return false, p.exitError()
+		default:
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return fmt.Errorf("building a request for %s: %w", url, err)
+			return false, fmt.Errorf("building a request for %s: %w", url, err)
 		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet: poll again.
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", p.name, ctx.Err())
-		case <-p.Exited():
-			return p.exitError()
-		case <-deadline:
-			return errors.New(p.name + " was not ready within " + timeout.String() + "; see " + p.log)
-		case <-time.After(100 * time.Millisecond):
-		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if wait.Interrupted(err) {
+		return fmt.Errorf("%s was not ready within %s (%w); see %s", p.name, timeout, err, p.log)
 	}
+	return err
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -149,27 +150,21 @@ func RegisterNodes(ctx context.Context, c client.Client, nodes []*corev1.Node) e
 // WaitNodesReady waits until every named node reports Ready, which kwok
 // sets once it manages the node.
 func WaitNodesReady(ctx context.Context, c client.Client, names []string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var notReady []string
+	var notReady []string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		notReady = notReady[:0]
 		for _, name := range names {
 			n := &corev1.Node{}
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil || !NodeReady(n) {
 				notReady = append(notReady, name)
 			}
 		}
-		if len(notReady) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nodes not Ready after %s: %s (is kwok running? see its log)", timeout, strings.Join(notReady, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return len(notReady) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nodes not Ready after %s: %s (is kwok running? see its log): %w", timeout, strings.Join(notReady, ", "), err)
 	}
+	return nil
 }
 
 // NodeReady reports whether the node's Ready condition is True.

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // KubernetesVersion is the version of the kube-apiserver and etcd the
@@ -158,4 +160,18 @@ func New(root string) (*envtest.Environment, error) {
 			ValidatingWebhooks: validating,
 		},
 	}, nil
+}
+
+// Configuration returns modelgate's Configuration for serving the webhooks
+// an environment from New installed: the host, port and certificates
+// envtest generated, with metrics and health off (set them to serve them).
+func Configuration(te *envtest.Environment) *config.Configuration {
+	w := te.WebhookInstallOptions
+	c := config.New()
+	c.Webhook.Host = w.LocalServingHost
+	c.Webhook.Port = int32(w.LocalServingPort) //nolint:gosec // a local port number.
+	c.Webhook.CertDir = w.LocalServingCertDir
+	c.Metrics.BindAddress = "0"
+	c.Health.BindAddress = "0"
+	return c
 }

@@ -24,7 +24,6 @@ import (
 
 	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 func TestIntegration(t *testing.T) {
@@ -58,12 +57,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	wio := testEnv.WebhookInstallOptions
-	cfg := config.New()
-	cfg.Webhook.Host = wio.LocalServingHost
-	cfg.Webhook.Port = int32(wio.LocalServingPort)
-	cfg.Webhook.CertDir = wio.LocalServingCertDir
-	cfg.Metrics.BindAddress = "0"
-	cfg.Health.BindAddress = "0"
+	cfg := env.Configuration(testEnv)
 	Expect(cfg.Validate()).To(BeEmpty())
 
 	// modelgate runs as its own service account, with config/rbac's
