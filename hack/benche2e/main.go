@@ -130,7 +130,7 @@ func run(o options) (err error) {
 		}
 		_ = os.RemoveAll(dir)
 	}()
-	nodes, nodeCount, err := writeNodes(dir, o.pods)
+	nodes, nodeCount, gpusPerNode, err := writeNodes(dir, filepath.Join(root, "config", "dev", "nodes.yaml"), o.pods)
 	if err != nil {
 		return err
 	}
@@ -178,6 +178,7 @@ func run(o options) (err error) {
 		replicas:    o.replicas,
 		deployments: len(deploymentSizes(o.pods, o.replicas)),
 		nodes:       nodeCount,
+		gpusPerNode: gpusPerNode,
 		rounds:      o.rounds,
 		cpus:        runtime.NumCPU(),
 		qps:         cluster.DefaultClientQPS,

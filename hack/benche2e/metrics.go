@@ -136,15 +136,20 @@ const (
 	policyReviews   = "modelgate_validating_reviews_total"
 )
 
+// modelgateWebhooks matches the series of the API server's webhook metric
+// that are calls of modelgate's webhooks (by name) of a type: "admit"
+// (mutating) or "validating".
+func modelgateWebhooks(names []string, typ string) func(map[string]string) bool {
+	return func(l map[string]string) bool {
+		return l["type"] == typ && slices.Contains(names, l["name"])
+	}
+}
+
 // histSpecs are the histograms the report shows, in order. webhooks are the
 // names of modelgate's webhooks (the "name" label of the API server's
 // webhook metric).
 func histSpecs(webhooks []string) []spec {
-	modelgate := func(typ string) func(map[string]string) bool {
-		return func(l map[string]string) bool {
-			return l["type"] == typ && slices.Contains(webhooks, l["name"])
-		}
-	}
+	modelgate := func(typ string) func(map[string]string) bool { return modelgateWebhooks(webhooks, typ) }
 	post := func(group, resource string) func(map[string]string) bool {
 		return labelsEqual(map[string]string{"verb": "POST", "group": group, "resource": resource, "subresource": "", "dry_run": ""})
 	}

@@ -16,6 +16,7 @@ const notAvailable = "n/a"
 // runInfo describes the run in the report's header.
 type runInfo struct {
 	pods, replicas, deployments, nodes, rounds int
+	gpusPerNode                                int64
 	cpus, qps, burst                           int
 	goVersion, kubernetes, kwok                string
 	webhooks                                   []string
@@ -201,7 +202,7 @@ func writeHeader(b *strings.Builder, info runInfo) {
 	fmt.Fprintf(b, "- %d pods per phase (1 GPU each) in %d Deployments of up to %d replicas, created concurrently\n",
 		info.pods, info.deployments, info.replicas)
 	fmt.Fprintf(b, "- %d fake nodes of %d %s (kwok %s); kube-apiserver, etcd, kube-scheduler, kube-controller-manager %s\n",
-		info.nodes, gpusPerNode, gpuProduct, info.kwok, info.kubernetes)
+		info.nodes, info.gpusPerNode, gpuProduct, info.kwok, info.kubernetes)
 	fmt.Fprintf(b, "- scheduler and controller-manager client QPS/burst: %d/%d\n", info.qps, info.burst)
 	fmt.Fprintf(b, "- CPUs: %d; Go: %s\n\n", info.cpus, info.goVersion)
 }

@@ -49,7 +49,7 @@ func (b *bench) serialCreates(ctx context.Context, ns string, webhooks bool) ([]
 			return nil, fmt.Errorf("dry-run creating a Pod in %s: %w", ns, err)
 		}
 		out = append(out, time.Since(start))
-		if webhooks && !isInjected(&corev1.PodTemplateSpec{ObjectMeta: pod.ObjectMeta}) {
+		if webhooks && !isInjected(pod) {
 			return nil, fmt.Errorf("the serial probe's Pod in %s was not injected although modelgate's webhooks are registered", ns)
 		}
 	}

@@ -122,9 +122,7 @@ type probe struct {
 // it caused.
 func probeWebhooks(ctx context.Context, dev client.Client, s *scraper, names []string) (probe, error) {
 	count := func(f families, typ string) (float64, error) {
-		h, err := f.histogram(webhookDuration, func(l map[string]string) bool {
-			return l["type"] == typ && slices.Contains(names, l["name"])
-		})
+		h, err := f.histogram(webhookDuration, modelgateWebhooks(names, typ))
 		return h.count, err
 	}
 	before, err := s.apiserver(ctx)

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -20,8 +19,9 @@ import (
 
 // The benchmark's workload and nodes.
 const (
-	gpuProduct  = "NVIDIA-H100-80GB-HBM3"
-	gpusPerNode = 8
+	// gpuProduct is the GPU the pods ask for; the nodes are copies of
+	// config/dev/nodes.yaml's first node of it.
+	gpuProduct = "NVIDIA-H100-80GB-HBM3"
 	// spareNodes are nodes beyond what the pods need, so the scheduler
 	// never has to fit the last pods into the last free GPUs.
 	spareNodes = 2
@@ -34,58 +34,56 @@ const (
 	templateName = appName + "-template"
 )
 
-// nodeCount is how many 8-GPU nodes the benchmark registers for pods
-// pods of 1 GPU each.
-func nodeCount(pods int) int { return (pods+gpusPerNode-1)/gpusPerNode + spareNodes }
-
-// benchNode is one fake H100 node, shaped like config/dev/nodes.yaml's:
-// the labels GPU Feature Discovery sets, the GPU taint, and capacity for
-// the pods' GPUs and the model loader's ephemeral storage.
-func benchNode(i int) *corev1.Node {
-	name := fmt.Sprintf("bench-h100-%03d", i)
-	zones := []string{"zone-a", "zone-b", "zone-c"}
-	return &corev1.Node{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name,
-			Labels: map[string]string{
-				"kubernetes.io/hostname":           name,
-				"kubernetes.io/os":                 "linux",
-				"kubernetes.io/arch":               "amd64",
-				"node.kubernetes.io/instance-type": "p5.48xlarge",
-				"topology.kubernetes.io/zone":      zones[i%len(zones)],
-				cluster.LabelGPUPresent:            "true",
-				cluster.LabelGPUProduct:            gpuProduct,
-				cluster.LabelGPUMemory:             "81559",
-				cluster.LabelGPUCount:              strconv.Itoa(gpusPerNode),
-				"nvidia.com/gpu.family":            "hopper",
-				"nvidia.com/gpu.machine":           "p5.48xlarge",
-			},
-		},
-		Spec: corev1.NodeSpec{
-			Taints: []corev1.Taint{{Key: string(cluster.ResourceGPU), Value: "present", Effect: corev1.TaintEffectNoSchedule}},
-		},
-		Status: corev1.NodeStatus{
-			Capacity: corev1.ResourceList{
-				corev1.ResourceCPU:              resource.MustParse("192"),
-				corev1.ResourceMemory:           resource.MustParse("2000Gi"),
-				corev1.ResourceEphemeralStorage: resource.MustParse("3500Gi"),
-				corev1.ResourcePods:             resource.MustParse("110"),
-				cluster.ResourceGPU:             *resource.NewQuantity(gpusPerNode, resource.DecimalSI),
-			},
-		},
+// benchNodes returns enough fake nodes for pods pods of 1 GPU each, plus
+// spareNodes: copies of the first gpuProduct node of devNodes (the nodes of
+// config/dev/nodes.yaml, as cluster.LoadNodes read them), renamed and
+// spread over devNodes' zones, so the benchmark's nodes are make run's.
+// It also returns the GPUs each node has.
+func benchNodes(devNodes []*corev1.Node, pods int) ([]*corev1.Node, int64, error) {
+	i := slices.IndexFunc(devNodes, func(n *corev1.Node) bool { return n.Labels[cluster.LabelGPUProduct] == gpuProduct })
+	if i < 0 {
+		return nil, 0, fmt.Errorf("no %s node to copy among the development nodes", gpuProduct)
 	}
+	proto := devNodes[i]
+	q := proto.Status.Allocatable[cluster.ResourceGPU]
+	perNode := q.Value()
+	if perNode < 1 {
+		return nil, 0, fmt.Errorf("node %s: no %s to copy", proto.Name, cluster.ResourceGPU)
+	}
+	var zones []string
+	for _, n := range devNodes {
+		if z := n.Labels[zoneLabel]; z != "" && !slices.Contains(zones, z) {
+			zones = append(zones, z)
+		}
+	}
+	count := int((int64(pods)+perNode-1)/perNode) + spareNodes
+	out := make([]*corev1.Node, count)
+	for i := range out {
+		n := proto.DeepCopy()
+		n.Name = fmt.Sprintf("bench-h100-%03d", i)
+		n.Labels[hostnameLabel] = n.Name
+		if len(zones) > 0 {
+			n.Labels[zoneLabel] = zones[i%len(zones)]
+		}
+		out[i] = n
+	}
+	return out, perNode, nil
 }
 
-// nodesYAML renders n fake nodes as the YAML stream cluster.LoadNodes
-// reads.
-func nodesYAML(n int) ([]byte, error) {
+// The well-known node labels benchNodes sets per copy.
+const (
+	hostnameLabel = "kubernetes.io/hostname"
+	zoneLabel     = "topology.kubernetes.io/zone"
+)
+
+// nodesYAML renders nodes as the YAML stream cluster.LoadNodes reads.
+func nodesYAML(nodes []*corev1.Node) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString("# The fake GPU nodes of bench-e2e (hack/benche2e).\n")
-	for i := range n {
-		b, err := yaml.Marshal(benchNode(i))
+	for _, n := range nodes {
+		b, err := yaml.Marshal(n)
 		if err != nil {
-			return nil, fmt.Errorf("encoding node %d: %w", i, err)
+			return nil, fmt.Errorf("encoding node %s: %w", n.Name, err)
 		}
 		buf.WriteString("---\n")
 		buf.Write(b)
@@ -93,19 +91,27 @@ func nodesYAML(n int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeNodes writes the nodes file for pods pods into dir and returns its
-// path and the number of nodes.
-func writeNodes(dir string, pods int) (string, int, error) {
-	n := nodeCount(pods)
-	b, err := nodesYAML(n)
+// writeNodes writes the nodes file for pods pods into dir, copied from
+// the development nodes in devNodesPath, and returns its path, the number
+// of nodes and the GPUs each has.
+func writeNodes(dir, devNodesPath string, pods int) (string, int, int64, error) {
+	devNodes, err := cluster.LoadNodes(devNodesPath)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
+	}
+	nodes, perNode, err := benchNodes(devNodes, pods)
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("%s: %w", devNodesPath, err)
+	}
+	b, err := nodesYAML(nodes)
+	if err != nil {
+		return "", 0, 0, err
 	}
 	path := filepath.Join(dir, "nodes.yaml")
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return "", 0, fmt.Errorf("writing %s: %w", path, err)
+		return "", 0, 0, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return path, n, nil
+	return path, len(nodes), perNode, nil
 }
 
 // deploymentSizes splits pods into Deployments of replicas pods, the last
@@ -171,9 +177,9 @@ func injectedDeployment(namespace, name string, replicas int32, injected *corev1
 	return d
 }
 
-// isInjected reports whether modelgate injected a pod template: it records
-// what it did in the modelgate.io/injected annotation.
-func isInjected(t *corev1.PodTemplateSpec) bool {
-	_, ok := t.Annotations[annotations.Injected]
+// isInjected reports whether modelgate injected a pod or pod template: it
+// records what it did in the modelgate.io/injected annotation.
+func isInjected(obj metav1.Object) bool {
+	_, ok := obj.GetAnnotations()[annotations.Injected]
 	return ok
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 func TestDeploymentSizes(t *testing.T) {
@@ -42,21 +45,35 @@ func repeat(v int32, n int) []int32 {
 // and holds a GPU for every pod, on tainted H100 nodes.
 func TestNodesYAML(t *testing.T) {
 	const pods = 500
-	b, err := nodesYAML(nodeCount(pods))
+	root, err := env.RepoRoot()
 	if err != nil {
-		t.Fatalf("nodesYAML: %v", err)
+		t.Fatal(err)
+	}
+	path, count, perNode, err := writeNodes(t.TempDir(), filepath.Join(root, "config", "dev", "nodes.yaml"), pods)
+	if err != nil {
+		t.Fatalf("writeNodes: %v", err)
+	}
+	if perNode != 8 {
+		t.Errorf("%d GPUs per node, want config/dev/nodes.yaml's H100 nodes' 8", perNode)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
 	nodes, err := cluster.ParseNodes("nodes.yaml", b)
 	if err != nil {
 		t.Fatalf("cluster.ParseNodes: %v", err)
 	}
-	if len(nodes) != 65 {
+	if len(nodes) != 65 || count != 65 {
 		t.Errorf("%d nodes for %d pods, want 65 (63 full, 2 spare)", len(nodes), pods)
 	}
 	gpus := int64(0)
 	for _, n := range nodes {
 		q := n.Status.Allocatable[cluster.ResourceGPU]
 		gpus += q.Value()
+		if n.Labels["kubernetes.io/hostname"] != n.Name {
+			t.Errorf("node %s: hostname label %q", n.Name, n.Labels["kubernetes.io/hostname"])
+		}
 		if n.Labels[cluster.LabelGPUProduct] != gpuProduct {
 			t.Errorf("node %s: product %q, want %q", n.Name, n.Labels[cluster.LabelGPUProduct], gpuProduct)
 		}
