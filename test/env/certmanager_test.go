@@ -3,6 +3,7 @@ package env
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -226,9 +227,10 @@ func TestCAInjection(t *testing.T) {
 	annotated := map[string]string{}
 	for _, o := range objs {
 		if v, ok := o.GetAnnotations()[InjectCAFromAnnotation]; ok {
-			annotated[fmt.Sprintf("%T %s", o, o.GetName())] = v
+			annotated[typedName(o)] = v
 		}
 	}
+	annotatedNames := slices.Sorted(maps.Keys(annotated))
 	for name, tc := range map[string]struct{ want string }{
 		"*v1.MutatingWebhookConfiguration modelgate-mutating":               {want: want},
 		"*v1.ValidatingWebhookConfiguration modelgate-validating":           {want: want},
@@ -236,7 +238,7 @@ func TestCAInjection(t *testing.T) {
 		"*v1.CustomResourceDefinition workloadpolicies.policy.modelgate.io": {want: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if !slices.ContainsFunc(objs, func(o client.Object) bool { return fmt.Sprintf("%T %s", o, o.GetName()) == name }) {
+			if !slices.ContainsFunc(objs, func(o client.Object) bool { return typedName(o) == name }) {
 				t.Fatalf("%s is not rendered", name)
 			}
 			if got := annotated[name]; got != tc.want {
@@ -250,27 +252,22 @@ func TestCAInjection(t *testing.T) {
 		for _, o := range objs {
 			switch o := o.(type) {
 			case *admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration:
-				consumers = append(consumers, fmt.Sprintf("%T %s", o, o.GetName()))
+				consumers = append(consumers, typedName(o))
 			case *apiextensionsv1.CustomResourceDefinition:
 				if o.Spec.Conversion != nil && o.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-					consumers = append(consumers, fmt.Sprintf("%T %s", o, o.Name))
+					consumers = append(consumers, typedName(o))
 				}
 			}
 		}
-		var got []string
-		for k := range annotated {
-			got = append(got, k)
-		}
 		slices.Sort(consumers)
-		slices.Sort(got)
-		if diff := cmp.Diff(consumers, got); diff != "" {
+		if diff := cmp.Diff(consumers, annotatedNames); diff != "" {
 			t.Errorf("objects with %s (-webhook configurations and conversion CRDs +annotated):\n%s", InjectCAFromAnnotation, diff)
 		}
 	})
 
 	t.Run("the objects certificates.mode self patches", func(t *testing.T) {
 		self := installConfiguration(t, decoded(t, selfManagedInstall)).Certificates.Self
-		var targets, got []string
+		var targets []string
 		for _, n := range self.MutatingWebhookConfigurations {
 			targets = append(targets, "*v1.MutatingWebhookConfiguration "+n)
 		}
@@ -280,12 +277,8 @@ func TestCAInjection(t *testing.T) {
 		for _, n := range self.CustomResourceDefinitions {
 			targets = append(targets, "*v1.CustomResourceDefinition "+n)
 		}
-		for k := range annotated {
-			got = append(got, k)
-		}
 		slices.Sort(targets)
-		slices.Sort(got)
-		if diff := cmp.Diff(targets, got); diff != "" {
+		if diff := cmp.Diff(targets, annotatedNames); diff != "" {
 			t.Errorf("CA bundle targets (-config/self-managed's certificates.self +config/default's %s):\n%s", InjectCAFromAnnotation, diff)
 		}
 	})
@@ -335,3 +328,7 @@ func TestDecodeStrict(t *testing.T) {
 		})
 	}
 }
+
+// typedName names an object by its Go type and name, as the CA injection
+// tests key them ("*v1.CustomResourceDefinition aiinferences...").
+func typedName(o client.Object) string { return fmt.Sprintf("%T %s", o, o.GetName()) }
