@@ -149,16 +149,7 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID:       "00000000-0000-0000-0000-000000000000",
-		Kind:      metav1.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: ti.Kind},
-		Resource:  gvr,
-		Name:      ti.Metadata.Name,
-		Namespace: r.Namespace,
-		Operation: admissionv1.Create,
-		UserInfo:  r.User,
-		Object:    runtime.RawExtension{Raw: sent},
-	}}
+	req := createRequest(gvr, ti.Kind, ti.Metadata.Name, r, sent)
 
 	out := Outcome{Object: r.Object}
 	resp := a.mutating.Handle(ctx, req)
@@ -186,12 +177,35 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 		out.Skipped = why
 		return decided(out), nil
 	}
+	return check(ctx, a.validating, req, sent, out, "validating")
+}
+
+// createRequest is the request the API server sends the webhooks when r's
+// user creates the object sent (r's object with its namespace set), of
+// kind in gvr, named name.
+func createRequest(gvr metav1.GroupVersionResource, kind, name string, r Request, sent []byte) admission.Request {
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "00000000-0000-0000-0000-000000000000",
+		Kind:      metav1.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: kind},
+		Resource:  gvr,
+		Name:      name,
+		Namespace: r.Namespace,
+		Operation: admissionv1.Create,
+		UserInfo:  r.User,
+		Object:    runtime.RawExtension{Raw: sent},
+	}}
+}
+
+// check sends the object as the mutating step left it (sent) to a
+// validating handler and decides the outcome; which names the handler in
+// a denial.
+func check(ctx context.Context, h admission.Handler, req admission.Request, sent []byte, out Outcome, which string) (Outcome, error) {
 	out.Checked = true
 	req.Object.Raw = sent
-	resp = a.validating.Handle(ctx, req)
+	resp := h.Handle(ctx, req)
 	out.Warnings = append(out.Warnings, resp.Warnings...)
 	if !resp.Allowed {
-		return denial(out, resp, "validating")
+		return denial(out, resp, which)
 	}
 	return decided(out), nil
 }

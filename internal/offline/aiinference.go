@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -78,16 +77,7 @@ func (a *aiinferences) admit(ctx context.Context, r Request, name string) (Outco
 	if err != nil {
 		return Outcome{}, err
 	}
-	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID:       "00000000-0000-0000-0000-000000000000",
-		Kind:      metav1.GroupVersionKind{Group: aiinferenceGVR.Group, Version: aiinferenceGVR.Version, Kind: "AIInference"},
-		Resource:  aiinferenceGVR,
-		Name:      name,
-		Namespace: r.Namespace,
-		Operation: admissionv1.Create,
-		UserInfo:  r.User,
-		Object:    runtime.RawExtension{Raw: sent},
-	}}
+	req := createRequest(aiinferenceGVR, "AIInference", name, r, sent)
 	out := Outcome{Object: sent}
 	resp := a.defaulter.Handle(ctx, req)
 	out.Warnings = append(out.Warnings, resp.Warnings...)
@@ -104,12 +94,5 @@ func (a *aiinferences) admit(ctx context.Context, r Request, name string) (Outco
 		}
 		out.Object, out.Mutated = sent, true
 	}
-	out.Checked = true
-	req.Object.Raw = sent
-	resp = a.validator.Handle(ctx, req)
-	out.Warnings = append(out.Warnings, resp.Warnings...)
-	if !resp.Allowed {
-		return denial(out, resp, "AIInference validating")
-	}
-	return decided(out), nil
+	return check(ctx, a.validator, req, sent, out, "AIInference validating")
 }
