@@ -85,10 +85,8 @@ func (p *placements) print(key, line string) {
 // and phase, or the scheduler's reason it is still unplaced.
 func describe(pod *corev1.Pod, products map[string]string) string {
 	if pod.Spec.NodeName == "" {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return fmt.Sprintf("Pending, not scheduled (%s): %s", c.Reason, c.Message)
-			}
+		if c := cluster.NotScheduled(pod); c != nil {
+			return fmt.Sprintf("Pending, not scheduled (%s): %s", c.Reason, c.Message)
 		}
 		return ""
 	}

@@ -29,10 +29,8 @@ func deployment(ns, name string, replicas int32, a map[string]string) *appsv1.De
 // unschedulable returns the scheduler's message on a pod it could not
 // place, or "" while it has not said so.
 func unschedulable(p *corev1.Pod) string {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return c.Message
-		}
+	if c := cluster.NotScheduled(p); c != nil && c.Reason == corev1.PodReasonUnschedulable {
+		return c.Message
 	}
 	return ""
 }
