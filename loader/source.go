@@ -33,12 +33,12 @@ type Listing struct {
 // HFRepo names a Hugging Face repository for the hub cache layout.
 type HFRepo struct {
 	// ID is "org/name".
-	ID string
+	ID string `json:"id"`
 	// Ref is the revision the user asked for ("main" when none): written
 	// to refs/<Ref> when it is not the commit itself.
-	Ref string
+	Ref string `json:"ref"`
 	// Commit is the 40-hex commit the revision resolved to.
-	Commit string
+	Commit string `json:"commit"`
 }
 
 // File is one file of a model as its source lists it.

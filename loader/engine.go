@@ -1,0 +1,263 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+)
+
+// copyBufferSize is each worker's buffer: memory grows with the
+// concurrency, never with the model or part size.
+const copyBufferSize = 1 << 20
+
+// engine fetches the parts of a plan with a pool of workers.
+type engine struct {
+	o     *Options
+	src   Source
+	root  *os.Root
+	log   logr.Logger
+	sched *scheduler
+	dog   *watchdog
+
+	fetched atomic.Int64 // bytes read from the source in this run
+	written atomic.Int64 // bytes of files on disk, resumed ones included
+
+	mu      sync.Mutex
+	results map[string]*doneRecord // by file id
+	err     error
+	cancel  context.CancelCauseFunc
+}
+
+// run fetches every part, verifies and places every file, and returns the
+// first failure.
+func (e *engine) run(ctx context.Context, jobs []*fileJob, parts []*part) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	e.cancel = cancel
+	e.sched = newScheduler()
+	e.dog = newWatchdog(e.o.StallTimeout)
+	go e.dog.run(ctx)
+	go func() {
+		<-ctx.Done()
+		e.sched.close()
+	}()
+	e.sched.push(parts...)
+
+	var wg sync.WaitGroup
+	for range max(e.o.Concurrency, 1) {
+		wg.Go(func() {
+			buf := make([]byte, copyBufferSize)
+			for p := e.sched.next(); p != nil; p = e.sched.next() {
+				if err := e.part(ctx, p, buf); err != nil {
+					e.fail(err)
+				}
+				e.sched.finished()
+			}
+		})
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		j.close()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (e *engine) fail(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+	e.cancel(err)
+}
+
+// part fetches one part, then records it and, when the file is complete,
+// verifies and places the file.
+func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
+	j := p.job
+	if p.idx >= 0 {
+		if err := e.fetch(ctx, p, buf); err != nil {
+			return err
+		}
+		e.written.Add(p.n)
+	}
+	complete, err := j.partDone(p.idx, buf)
+	if err != nil {
+		return err
+	}
+	if err := j.checkpoint(e.root, complete); err != nil {
+		return err
+	}
+	if complete {
+		return e.finish(ctx, j)
+	}
+	return nil
+}
+
+// fetch reads one part into the partial file, retrying transient
+// failures and stalls from where the last attempt stopped.
+func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
+	j := p.job
+	var got int64
+	err := e.o.Retry.Do(ctx, func(ctx context.Context) error {
+		if j.f.Sequential {
+			got = 0 // no ranges: start again
+		}
+		rctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		w := e.dog.add(cancel)
+		defer e.dog.remove(w)
+		rc, err := e.src.Open(rctx, j.f, p.off+got, p.n-got)
+		if err != nil {
+			return e.requestError(rctx, j, err)
+		}
+		defer rc.Close()
+		for got < p.n {
+			k, rerr := rc.Read(buf[:min(int64(len(buf)), p.n-got)])
+			if k > 0 {
+				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
+					return fmt.Errorf("%s: writing: %w", j.f.Path, noSpace(werr))
+				}
+				got += int64(k)
+				e.fetched.Add(int64(k))
+				w.touch()
+			}
+			if rerr != nil {
+				if errors.Is(rerr, io.EOF) && got == p.n {
+					break
+				}
+				if errors.Is(rerr, io.EOF) {
+					rerr = Retryable(fmt.Errorf("body ended %d bytes early: %w", p.n-got, io.ErrUnexpectedEOF), 0)
+				}
+				return e.requestError(rctx, j, rerr)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: bytes %d-%d: %w", j.f.Path, p.off, p.off+p.n-1, err)
+	}
+	return nil
+}
+
+// requestError says why a request failed: a stall (retried, then a
+// timeout), the load's end, or the source's own error.
+func (e *engine) requestError(rctx context.Context, j *fileJob, err error) error {
+	if errors.Is(context.Cause(rctx), errStalled) {
+		return Retryable(fmt.Errorf("no data for %s: %w", e.o.StallTimeout, ErrTimeout), 0)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if c := context.Cause(rctx); c != nil {
+			return c
+		}
+	}
+	if _, ok := IsTransient(err); ok || Kind(err) != nil {
+		return err
+	}
+	// Network errors from a client without its own classification.
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return Retryable(err, 0)
+	}
+	return err
+}
+
+// finish verifies a completely fetched file and moves it (or what its
+// archive holds) into place, or fetches it once more after a mismatch.
+func (e *engine) finish(ctx context.Context, j *fileJob) error {
+	sums := j.hs.Sums()
+	if err := verifySums(j.f, sums); err != nil {
+		if j.retried {
+			return err
+		}
+		e.log.Info("verification failed, fetching the file again", "file", j.f.Path, "error", err.Error())
+		parts, rerr := j.reset(e.root)
+		if rerr != nil {
+			return rerr
+		}
+		e.written.Add(-j.f.Size)
+		e.sched.push(parts...)
+		return nil
+	}
+	j.close()
+	files, err := e.stage(ctx, j, sums)
+	if err != nil {
+		return err
+	}
+	rec := &doneRecord{ID: j.id, Archive: j.f.Unpack != ArchiveNone, Files: files}
+	if err := writeDone(e.root, rec); err != nil {
+		return noSpace(err)
+	}
+	_ = e.root.Remove(checkpointName(j.id))
+	e.record(rec)
+	return nil
+}
+
+func (e *engine) record(d *doneRecord) {
+	e.mu.Lock()
+	e.results[d.ID] = d
+	e.mu.Unlock()
+}
+
+// stage moves a verified file to the staging area, or extracts its
+// archive there: nothing reaches its final path before every file of the
+// model is verified.
+func (e *engine) stage(ctx context.Context, j *fileJob, sums []Digest) ([]LoadedFile, error) {
+	name := partialName(j.id)
+	if j.f.Unpack != ArchiveNone {
+		if e.o.Extract == nil {
+			return nil, fmt.Errorf("%s is a %s archive and this loader cannot extract archives: %w", archiveName(j.f), j.f.Unpack, ErrInvalid)
+		}
+		dir := path.Join(verifiedDir, j.id)
+		_ = e.root.RemoveAll(dir) // an extraction a kill interrupted
+		if err := e.root.MkdirAll(dir, 0o755); err != nil {
+			return nil, noSpace(err)
+		}
+		sub, err := e.root.OpenRoot(dir)
+		if err != nil {
+			return nil, err
+		}
+		defer sub.Close()
+		r, err := e.root.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		files, err := e.o.Extract(ctx, r, j.f.Unpack, sub, j.f.Path)
+		_ = r.Close()
+		if err != nil {
+			return nil, fmt.Errorf("extracting %s: %w", archiveName(j.f), noSpace(err))
+		}
+		_ = e.root.Remove(name)
+		return files, nil
+	}
+	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums}
+	if j.target != j.f.Path {
+		lf.Blob = j.target
+	}
+	if err := moveInto(e.root, name, stagedName(j.id, false, lf)); err != nil {
+		return nil, err
+	}
+	return []LoadedFile{lf}, nil
+}
+
+func archiveName(f *File) string {
+	if f.Path == "" {
+		return "layer " + f.Key
+	}
+	return f.Path + " (" + f.Key + ")"
+}

@@ -1,0 +1,238 @@
+package loader
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+)
+
+// When a file's progress is checkpointed: after this many new bytes on
+// disk, or this long, whichever comes first. A kill re-fetches at most
+// this much of a file plus the parts in flight.
+const (
+	checkpointBytes = 64 << 20
+	checkpointEvery = 2 * time.Second
+)
+
+// fileJob is one file being fetched: its partial file, which parts are
+// on disk, and the hashes over the contiguous prefix.
+type fileJob struct {
+	f        *File
+	id       string
+	partSize int64
+	nparts   int
+	// target is where the verified content goes, relative to the
+	// destination (unused for archives).
+	target string
+
+	mu       sync.Mutex
+	fh       *os.File
+	done     []bool
+	hashed   int64
+	hashing  bool
+	hs       *hashSet
+	snap     map[Algorithm][]byte // hs's state at snapAt
+	snapAt   int64
+	since    int64 // bytes on disk since the last checkpoint
+	lastCkpt time.Time
+	retried  bool // verification failed once and the file was fetched again
+
+	ckptMu sync.Mutex
+}
+
+func newFileJob(f *File, id, target string, partSize int64) *fileJob {
+	if f.Sequential || f.Size <= partSize {
+		partSize = max(f.Size, 1)
+	}
+	n := int((f.Size + partSize - 1) / partSize)
+	return &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n), hs: newHashSet(f), lastCkpt: time.Now()}
+}
+
+func (j *fileJob) partRange(i int) (off, n int64) {
+	off = int64(i) * j.partSize
+	return off, min(j.partSize, j.f.Size-off)
+}
+
+// open opens (creating or resuming) the partial file and returns the
+// parts still to fetch, and the bytes already on disk.
+func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
+	name := partialName(j.id)
+	ck, err := readCheckpoint(root, j.id)
+	if err != nil {
+		return nil, 0, err
+	}
+	fh, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, 0, err
+	}
+	j.fh = fh
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	resumed := ck != nil && ck.ID == j.id && ck.Size == j.f.Size && ck.PartSize == j.partSize &&
+		fi.Size() == j.f.Size && !j.f.Sequential
+	if resumed {
+		j.done = getBits(ck.Done, j.nparts)
+		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.hs.restore(ck.HashState) {
+			j.hashed, j.snap, j.snapAt = ck.Hashed, ck.HashState, ck.Hashed
+		} else {
+			j.hs = newHashSet(j.f)
+		}
+	} else {
+		if err := fh.Truncate(0); err != nil {
+			return nil, 0, err
+		}
+		if err := preallocate(fh, j.f.Size); err != nil {
+			return nil, 0, fmt.Errorf("%s: %w: %w", j.f.Path, err, ErrNoSpace)
+		}
+		_ = root.Remove(checkpointName(j.id))
+	}
+	var todo []*part
+	var have int64
+	for i := range j.nparts {
+		off, n := j.partRange(i)
+		if j.done[i] {
+			have += n
+			continue
+		}
+		todo = append(todo, &part{job: j, idx: i, off: off, n: n})
+	}
+	return todo, have, nil
+}
+
+// contiguous is the end of the prefix of parts on disk. j.mu is held.
+func (j *fileJob) contiguous() int64 {
+	end := int64(0)
+	for i, d := range j.done {
+		if !d {
+			break
+		}
+		off, n := j.partRange(i)
+		end = off + n
+	}
+	return end
+}
+
+// partDone records part i on disk (none when i < 0) and hashes whatever prefix became
+// contiguous. It reports whether the whole file is now hashed (exactly one
+// caller sees true).
+func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
+	j.mu.Lock()
+	if i >= 0 {
+		j.done[i] = true
+		_, n := j.partRange(i)
+		j.since += n
+	}
+	if j.hashing {
+		j.mu.Unlock()
+		return false, nil
+	}
+	j.hashing = true
+	for {
+		end := j.contiguous()
+		if end <= j.hashed {
+			break
+		}
+		start := j.hashed
+		j.mu.Unlock()
+		err := j.hashRange(start, end, buf)
+		var st map[Algorithm][]byte
+		if err == nil {
+			st, err = j.hs.state()
+		}
+		j.mu.Lock()
+		if err != nil {
+			j.hashing = false
+			j.mu.Unlock()
+			return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
+		}
+		j.hashed, j.snap, j.snapAt = end, st, end
+	}
+	j.hashing = false
+	complete = j.hashed == j.f.Size
+	j.mu.Unlock()
+	return complete, nil
+}
+
+func (j *fileJob) hashRange(start, end int64, buf []byte) error {
+	for off := start; off < end; {
+		n := min(int64(len(buf)), end-off)
+		k, err := j.fh.ReadAt(buf[:n], off)
+		if k > 0 {
+			j.hs.Write(buf[:k])
+			off += int64(k)
+		}
+		if err != nil && off < end {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkpoint syncs the partial file and records what is on disk, when it
+// is due (or force). The synced, hashed prefix leaves the page cache.
+func (j *fileJob) checkpoint(root *os.Root, force bool) error {
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
+	j.mu.Lock()
+	if !force && j.since < checkpointBytes && time.Since(j.lastCkpt) < checkpointEvery {
+		j.mu.Unlock()
+		return nil
+	}
+	ck := &checkpoint{ID: j.id, Size: j.f.Size, PartSize: j.partSize, Done: setBits(j.done), Hashed: j.snapAt, HashState: j.snap}
+	j.since, j.lastCkpt = 0, time.Now()
+	fh := j.fh
+	j.mu.Unlock()
+	if fh == nil {
+		return nil
+	}
+	if err := datasync(fh); err != nil {
+		return fmt.Errorf("%s: sync: %w", j.f.Path, noSpace(err))
+	}
+	dropCache(fh, 0, ck.Hashed)
+	if j.f.Sequential {
+		return nil // nothing to resume from
+	}
+	return noSpace(writeCheckpoint(root, ck))
+}
+
+// reset forgets everything about the file for a second fetch after a
+// failed verification, returning every part.
+func (j *fileJob) reset(root *os.Root) ([]*part, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.retried = true
+	j.done = make([]bool, j.nparts)
+	j.hashed, j.snap, j.snapAt, j.since = 0, nil, 0, 0
+	j.hs = newHashSet(j.f)
+	if err := root.Remove(checkpointName(j.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	out := make([]*part, j.nparts)
+	for i := range out {
+		off, n := j.partRange(i)
+		out[i] = &part{job: j, idx: i, off: off, n: n}
+	}
+	return out, nil
+}
+
+func (j *fileJob) close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.fh != nil {
+		_ = j.fh.Close()
+		j.fh = nil
+	}
+}
+
+// noSpace marks a full disk as ErrNoSpace.
+func noSpace(err error) error {
+	if err != nil && isNoSpace(err) && !errors.Is(err, ErrNoSpace) {
+		return fmt.Errorf("%w: %w", err, ErrNoSpace)
+	}
+	return err
+}
