@@ -100,7 +100,7 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := j.checkpoint(e.root, complete); err != nil {
+	if err := j.checkpoint(e.root, e.o, complete); err != nil {
 		return err
 	}
 	if complete {
@@ -242,10 +242,13 @@ func (e *engine) stage(ctx context.Context, j *fileJob, sums []Digest) ([]Loaded
 		if err != nil {
 			return nil, fmt.Errorf("extracting %s: %w", archiveName(j.f), noSpace(err))
 		}
+		for i := range files {
+			files[i].Verified = vouched(j.f)
+		}
 		_ = e.root.Remove(name)
 		return files, nil
 	}
-	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums}
+	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums, Verified: vouched(j.f)}
 	if j.target != j.f.Path {
 		lf.Blob = j.target
 	}

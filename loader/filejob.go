@@ -9,14 +9,6 @@ import (
 	"time"
 )
 
-// When a file's progress is checkpointed: after this many new bytes on
-// disk, or this long, whichever comes first. A kill re-fetches at most
-// this much of a file plus the parts in flight.
-const (
-	checkpointBytes = 64 << 20
-	checkpointEvery = 2 * time.Second
-)
-
 // fileJob is one file being fetched: its partial file, which parts are
 // on disk, and the hashes over the contiguous prefix.
 type fileJob struct {
@@ -43,7 +35,12 @@ type fileJob struct {
 	ckptMu sync.Mutex
 }
 
+// maxParts bounds a file's parts (and its checkpoint): a file larger than
+// maxParts parts gets larger parts.
+const maxParts = 1 << 16
+
 func newFileJob(f *File, id, target string, partSize int64) *fileJob {
+	partSize = max(partSize, (f.Size+maxParts-1)/maxParts)
 	if f.Sequential || f.Size <= partSize {
 		partSize = max(f.Size, 1)
 	}
@@ -175,11 +172,11 @@ func (j *fileJob) hashRange(start, end int64, buf []byte) error {
 
 // checkpoint syncs the partial file and records what is on disk, when it
 // is due (or force). The synced, hashed prefix leaves the page cache.
-func (j *fileJob) checkpoint(root *os.Root, force bool) error {
+func (j *fileJob) checkpoint(root *os.Root, o *Options, force bool) error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
 	j.mu.Lock()
-	if !force && j.since < checkpointBytes && time.Since(j.lastCkpt) < checkpointEvery {
+	if !force && j.since < o.CheckpointBytes && time.Since(j.lastCkpt) < o.CheckpointEvery {
 		j.mu.Unlock()
 		return nil
 	}

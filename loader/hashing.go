@@ -1,7 +1,7 @@
 package loader
 
 import (
-	"crypto/md5" //nolint:gosec // MD5 is what GCS and S3 vouch for; checked, not trusted alone
+	"crypto/md5"  //nolint:gosec // MD5 is what GCS and S3 vouch for; checked, not trusted alone
 	"crypto/sha1" //nolint:gosec // git's blob hash, as the Hub lists it
 	"crypto/sha256"
 	"encoding"
@@ -111,6 +111,11 @@ func verifySums(f *File, sums []Digest) error {
 		}
 	}
 	return nil
+}
+
+// vouched reports whether the source listed a digest Load checks.
+func vouched(f *File) bool {
+	return slices.ContainsFunc(f.Digests, func(d Digest) bool { return slices.Contains(known, d.Algorithm) })
 }
 
 // sha256Of returns the SHA-256 among sums.

@@ -32,6 +32,12 @@ type Options struct {
 	Concurrency int
 	// PartSize is the size of a ranged read (default 16 MiB).
 	PartSize int64
+	// CheckpointBytes and CheckpointEvery say when a file's progress is
+	// synced and recorded: after this many new bytes on disk or this long,
+	// whichever comes first (default 64 MiB, 2 s). A kill re-fetches at
+	// most that much of a file, plus the parts in flight.
+	CheckpointBytes int64
+	CheckpointEvery time.Duration
 	// StallTimeout cancels and retries a request that receives no byte
 	// for this long (default 60 s).
 	StallTimeout time.Duration
@@ -64,6 +70,12 @@ func (o *Options) defaults() error {
 	}
 	if o.PartSize <= 0 {
 		o.PartSize = 16 << 20
+	}
+	if o.CheckpointBytes <= 0 {
+		o.CheckpointBytes = 64 << 20
+	}
+	if o.CheckpointEvery <= 0 {
+		o.CheckpointEvery = 2 * time.Second
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
@@ -101,7 +113,8 @@ type Result struct {
 	// Fetched is what this run read from the source; Resumed what an
 	// earlier, interrupted run had already put on disk.
 	Fetched, Resumed int64
-	// Verified counts the digests checked against the source's.
+	// Verified counts the files checked against a digest the source
+	// vouched for; the others were only checked for size.
 	Verified int
 	Elapsed  time.Duration
 	// CacheHit says the destination already held the model (a matching,
@@ -179,7 +192,9 @@ func hitResult(m *Manifest, start time.Time, waited bool) *Result {
 	r := &Result{URI: m.URI, Revision: m.Revision, Files: len(m.Files), Bytes: m.Bytes, Elapsed: time.Since(start),
 		CacheHit: !waited, Waited: waited, Layout: m.Layout}
 	for _, f := range m.Files {
-		r.Verified += len(f.Digests)
+		if f.Verified {
+			r.Verified++
+		}
 	}
 	return r
 }

@@ -110,7 +110,7 @@ func TestLoadPlain(t *testing.T) {
 	for _, c := range files {
 		total += c.Size()
 	}
-	if res.Files != len(files) || res.Bytes != total || res.Fetched != total || res.CacheHit || res.Verified < len(files) {
+	if res.Files != len(files) || res.Bytes != total || res.Fetched != total || res.CacheHit || res.Verified != len(files) {
 		t.Errorf("result = %+v, want %d files, %d bytes fetched once, every digest verified", res, len(files), total)
 	}
 	m := readManifest(t, dest)

@@ -55,6 +55,9 @@ type LoadedFile struct {
 	// Digests are every digest computed and, where the source vouched for
 	// one, verified; SHA-256 first.
 	Digests []Digest `json:"digests,omitempty"`
+	// Verified says the content matched at least one digest the source
+	// vouched for (for an archive's files: the archive's).
+	Verified bool `json:"verified"`
 	// Blob is where the content is, relative to the destination, when it
 	// is not Path (the hf cache's blobs/<etag>).
 	Blob string `json:"blob,omitempty"`

@@ -24,7 +24,7 @@ type Progress struct {
 // (its file changes while bytes arrive), until ctx ends. A lost lease
 // cancels the load.
 func (l *loadRun) report(ctx context.Context, cancel context.CancelCauseFunc) {
-	beat := time.NewTicker(min(time.Second, l.o.ProgressEvery))
+	beat := time.NewTicker(min(time.Second, l.o.ProgressEvery, l.o.TakeoverAfter/4))
 	defer beat.Stop()
 	last := time.Now()
 	for {

@@ -78,3 +78,9 @@ func (s *Source) Open(ctx context.Context, f *loader.File, off, n int64) (io.Rea
 	}
 	return loader.RangeBody(resp, off, n, f.Size)
 }
+
+// Remote is a Source for a Server running in another process, at url.
+func Remote(url string) *Source {
+	client, _ := loader.NewHTTPClient(loader.HTTPOptions{Conns: 16})
+	return &Source{base: url, client: client}
+}

@@ -1,0 +1,164 @@
+package loader_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/modelgate/modelgate/loader"
+	"github.com/modelgate/modelgate/loader/loadertest"
+)
+
+// The child side of TestKillAndResume: a load in its own process, so it
+// can be SIGKILLed.
+const (
+	childURL  = "LOADERTEST_CHILD_URL"
+	childDest = "LOADERTEST_CHILD_DEST"
+)
+
+// Options of the killed loads: small parts and frequent checkpoints, so
+// that a kill every few hundred milliseconds still makes progress.
+const (
+	killConcurrency = 4
+	killPartSize    = 512 << 10
+	killCkptBytes   = 1 << 20
+	killCkptEvery   = 50 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv(childURL); url != "" {
+		os.Exit(child(url, os.Getenv(childDest)))
+	}
+	os.Exit(m.Run())
+}
+
+func child(url, dest string) int {
+	srv := loadertest.Remote(url)
+	o := loader.Options{Dest: dest, URI: "https://x/model", Concurrency: killConcurrency, PartSize: killPartSize,
+		CheckpointBytes: killCkptBytes, CheckpointEvery: killCkptEvery, Host: "kill-pod"}
+	if _, err := loader.Load(context.Background(), srv, o); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestKillAndResume SIGKILLs a loader at random points until it
+// completes: every file at a final path is always whole and verified, the
+// manifest appears only with the whole model, and each kill costs at most
+// the bytes since the last checkpoint plus the parts in flight.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	files := map[string]loadertest.Content{
+		"a.safetensors":   loadertest.Generated(11, 9*mib+7),
+		"b.safetensors":   loadertest.Generated(12, 6*mib),
+		"c/tokenizer.bin": loadertest.Generated(13, 700_000),
+		"config.json":     loadertest.Bytes([]byte(`{"a":1}`)),
+	}
+	var total int64
+	for _, c := range files {
+		total += c.Size()
+	}
+	wantSums := want(files)
+	srv := loadertest.NewServer(files)
+	defer srv.Close()
+	srv.SetRate(3 << 20) // per response; four at once
+	dest := t.TempDir()
+
+	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // test schedule
+	kills := 0
+	for run := 0; ; run++ {
+		if run > 40 {
+			t.Fatal("the loader never completed")
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childURL+"="+srv.URL(), childDest+"="+dest)
+		out := &limited{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		killAt := time.Duration(150+r.IntN(500)) * time.Millisecond
+		if kills >= 8 {
+			killAt = time.Minute // enough: let it finish
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("loader failed: %v\n%s", err, out)
+			}
+		case <-time.After(killAt):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			kills++
+			t.Logf("kill %d at %s: %d bytes served so far", kills, killAt, srv.BytesServed())
+		}
+		complete := checkInvariant(t, dest, wantSums)
+		if complete {
+			break
+		}
+	}
+	if diff := cmp.Diff(wantSums, sums(t, dest)); diff != "" {
+		t.Errorf("files after %d kills (-want +got):\n%s", kills, diff)
+	}
+	refetched := srv.BytesServed() - total
+	perKill := int64(0)
+	if kills > 0 {
+		perKill = refetched / int64(kills)
+	}
+	// At most the in-flight parts plus what arrived since the last
+	// checkpoint (by size or by time, at four responses' rate).
+	bound := int64(killConcurrency*killPartSize) + killCkptBytes + int64(4*(3<<20)*killCkptEvery.Seconds())
+	t.Logf("%d kills, %d bytes re-fetched in all, %d per kill (bound %d), model %d bytes", kills, refetched, perKill, bound, total)
+	if kills < 3 {
+		t.Errorf("only %d kills landed before the load completed; the test proves nothing", kills)
+	}
+	if perKill > bound {
+		t.Errorf("re-fetched %d bytes per kill, want at most %d", perKill, bound)
+	}
+}
+
+// checkInvariant: without a manifest, anything at a final path is whole
+// and verified; with one, everything is. It reports whether the manifest
+// is there.
+func checkInvariant(t *testing.T, dest string, wantSums map[string]string) bool {
+	t.Helper()
+	got := sums(t, dest)
+	for p, s := range got {
+		if wantSums[p] != s {
+			t.Fatalf("%s is at its final path with sha256 %s, want %s (or absent)", p, s, wantSums[p])
+		}
+	}
+	_, err := os.Stat(filepath.Join(dest, loader.StateDir, loader.ManifestFile))
+	if err == nil && len(got) != len(wantSums) {
+		t.Fatalf("a manifest with only %d of %d files in place", len(got), len(wantSums))
+	}
+	return err == nil
+}
+
+// limited keeps the first 64 KiB of a process's output.
+type limited struct{ b []byte }
+
+func (l *limited) Write(p []byte) (int, error) {
+	if room := 64<<10 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(len(p), room)]...)
+	}
+	return len(p), nil
+}
+
+func (l *limited) String() string { return string(l.b) }
+
+var _ = http.MethodGet
