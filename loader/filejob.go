@@ -139,6 +139,7 @@ func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
 		err := j.hashRange(start, end, buf)
 		var st map[Algorithm][]byte
 		if err == nil {
+			startWriteback(j.fh, start, end-start)
 			st, err = j.hs.state()
 		}
 		j.mu.Lock()

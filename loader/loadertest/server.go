@@ -43,6 +43,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	files  map[string]Content
+	sums   map[string]string
 	faults []*faultState
 	// Rate, when set, limits each response to this many bytes per second.
 	rate atomic.Int64
@@ -106,9 +107,17 @@ func (s *Server) BytesServed() int64 { return s.bytesServed.Load() }
 func (s *Server) Index() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.sums == nil {
+		s.sums = map[string]string{}
+	}
 	out := make([]Entry, 0, len(s.files))
 	for p, c := range s.files {
-		out = append(out, Entry{Path: p, Size: c.Size(), SHA256: c.SHA256()})
+		sum, ok := s.sums[p]
+		if !ok {
+			sum = c.SHA256()
+			s.sums[p] = sum
+		}
+		out = append(out, Entry{Path: p, Size: c.Size(), SHA256: sum})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Path < out[b].Path })
 	return out
