@@ -102,7 +102,7 @@ func TestUnsafeListings(t *testing.T) {
 			f.Path = "tokenizer"
 			l.Files = append(l.Files, f)
 		}, kind: loader.ErrInvalid, msg: "both a file and the directory"},
-		"empty": {edit: func(l *loader.Listing) { l.Files = nil }, kind: loader.ErrNotFound, msg: "empty"},
+		"empty":   {edit: func(l *loader.Listing) { l.Files = nil }, kind: loader.ErrNotFound, msg: "empty"},
 		"no room": {edit: func(l *loader.Listing) { l.Files[0].Size = 1 << 60 }, kind: loader.ErrNoSpace, msg: "free and the model needs"},
 	}
 	for name, tc := range tests {
