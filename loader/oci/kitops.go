@@ -41,7 +41,7 @@ type kitCursor struct {
 func parseKitConfig(b []byte) (*kitCursor, error) {
 	k := &kitCursor{seen: map[string]int{}}
 	if err := json.Unmarshal(b, &k.cfg); err != nil {
-		return nil, fmt.Errorf("modelkit config is not JSON: %v: %w", err, loader.ErrInvalid)
+		return nil, fmt.Errorf("modelkit config is not JSON: %w: %w", err, loader.ErrInvalid)
 	}
 	return k, nil
 }

@@ -124,6 +124,12 @@ func place(layer ocispec.Descriptor, kit *kitCursor) (placement, error) {
 func layerFiles(layers []ocispec.Descriptor, kit *kitCursor) ([]loader.File, error) {
 	files := make([]loader.File, 0, len(layers))
 	claimed := map[string]digest.Digest{}
+	type extraction struct {
+		dir    string
+		unpack loader.Archive
+		layer  digest.Digest
+	}
+	extracted := map[extraction]bool{}
 	for i, l := range layers {
 		what := fmt.Sprintf("layer %d (%s)", i+1, l.Digest)
 		if err := l.Digest.Validate(); err != nil || l.Digest.Algorithm() != digest.SHA256 {
@@ -150,6 +156,15 @@ func layerFiles(layers []ocispec.Descriptor, kit *kitCursor) ([]loader.File, err
 				return nil, fmt.Errorf("%s and layer %s both hold %q: %w", what, prev, c, loader.ErrInvalid)
 			}
 			claimed[c] = l.Digest
+		}
+		if p.unpack != loader.ArchiveNone {
+			// An image may repeat a layer; extracting it again adds
+			// nothing, and the loader keys files by path and digest.
+			x := extraction{p.path, p.unpack, l.Digest}
+			if extracted[x] {
+				continue
+			}
+			extracted[x] = true
 		}
 		files = append(files, loader.File{
 			Path:    p.path,

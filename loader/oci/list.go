@@ -43,7 +43,7 @@ func isKitLayer(l ocispec.Descriptor) bool { return strings.HasPrefix(l.MediaTyp
 func (s *Source) kitConfig(ctx context.Context, d digest.Digest) (*kitCursor, error) {
 	what := fmt.Sprintf("%s: modelkit config %s", s, d)
 	if err := d.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %v: %w", what, err, loader.ErrInvalid)
+		return nil, fmt.Errorf("%s: %w: %w", what, err, loader.ErrInvalid)
 	}
 	resp, err := s.get(ctx, s.blobURL(d.String()), nil, what)
 	if err != nil {
@@ -99,6 +99,9 @@ func (s *Source) Open(ctx context.Context, f *loader.File, off, n int64) (io.Rea
 		return nil, fmt.Errorf("%s: range %d+%d outside layer %s of %d bytes: %w", s, off, n, d, f.Size, loader.ErrInvalid)
 	}
 	what := fmt.Sprintf("%s: layer %s", s, d)
+	if f.Path != "" {
+		what += fmt.Sprintf(" (%s)", f.Path)
+	}
 	h := http.Header{}
 	if off != 0 || n != f.Size {
 		h.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))

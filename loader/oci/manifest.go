@@ -98,10 +98,19 @@ func (s *Source) fetchManifest(ctx context.Context, reference string, want diges
 	}
 	var m manifest
 	if err := json.Unmarshal(body, &m); err != nil {
-		return "", nil, fmt.Errorf("%s: manifest is not JSON: %v: %w", what, err, loader.ErrInvalid)
+		return "", nil, fmt.Errorf("%s: manifest is not JSON: %w: %w", what, err, loader.ErrInvalid)
 	}
 	if m.MediaType == "" {
 		m.MediaType = ctype
+	}
+	if !m.isIndex() && !m.isImage() && (m.MediaType == "" || m.MediaType == "application/json") {
+		// An old OCI manifest without mediaType, served as JSON.
+		switch {
+		case m.Manifests != nil:
+			m.MediaType = ocispec.MediaTypeImageIndex
+		case m.Layers != nil:
+			m.MediaType = ocispec.MediaTypeImageManifest
+		}
 	}
 	return got, &m, nil
 }

@@ -62,6 +62,9 @@ func TestOpenRanges(t *testing.T) {
 					}
 				})
 			}
+			if r.redirect && r.storageGets.Load() == 0 {
+				t.Errorf("no read reached blob storage")
+			}
 			if n := r.storageAuths.Load(); n != 0 {
 				t.Errorf("blob storage got the registry's Authorization %d times", n)
 			}

@@ -40,6 +40,7 @@ type testRegistry struct {
 	redirect     bool   // blob GETs are redirected to storage
 	failStatus   int    // every /v2/ request answers this when set
 	wrongDigest  bool   // manifests carry a wrong Docker-Content-Digest
+	storageGets  atomic.Int32
 	storageAuths atomic.Int32
 	rangedGets   atomic.Int32
 }
@@ -48,6 +49,7 @@ func newTestRegistry(t *testing.T) *testRegistry {
 	t.Helper()
 	r := &testRegistry{reg: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
 	r.storage = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.storageGets.Add(1)
 		if req.Header.Get("Authorization") != "" {
 			r.storageAuths.Add(1)
 		}

@@ -79,7 +79,11 @@ func (s *Source) requestErr(err error, what string) error {
 		}
 		return loader.Retryable(fmt.Errorf("%s: %w", what, uerr.Err), 0)
 	}
-	return fmt.Errorf("%s: authenticating with %s: %v: %w", what, s.creds.describe(), err, loader.ErrAccessDenied)
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return fmt.Errorf("%s: the registry asks for a user name and password (%s and %s, or %s) and none were found (credentials: %s): %w",
+			what, EnvUsername, EnvPassword, EnvDockerConfig, s.creds.describe(), loader.ErrAccessDenied)
+	}
+	return fmt.Errorf("%s: authenticating with %s: %w: %w", what, s.creds.describe(), err, loader.ErrAccessDenied)
 }
 
 // readVerified reads a small body whole and checks it against want (when

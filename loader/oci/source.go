@@ -16,9 +16,6 @@ import (
 	"github.com/modelgate/modelgate/loader"
 )
 
-// Scheme is the URI scheme of this source.
-const Scheme = "oci://"
-
 // DefaultTag is the tag resolved when the URI names neither a tag nor a
 // digest.
 const DefaultTag = "latest"
@@ -46,13 +43,21 @@ type Config struct {
 	PlainHTTP bool
 }
 
-// Environment variables Source reads.
+// Environment variables Source reads. Credentials are the first of:
+// OCI_USERNAME and OCI_PASSWORD, OCI_TOKEN, DOCKER_CONFIG, none.
 const (
-	EnvUsername     = "OCI_USERNAME"
-	EnvPassword     = "OCI_PASSWORD"
-	EnvToken        = "OCI_TOKEN"
+	// EnvUsername and EnvPassword are basic credentials, sent to the
+	// registry or exchanged at its token endpoint.
+	EnvUsername = "OCI_USERNAME"
+	EnvPassword = "OCI_PASSWORD"
+	// EnvToken is a registry bearer token, sent as is.
+	EnvToken = "OCI_TOKEN"
+	// EnvDockerConfig is a directory holding a docker config.json (or a
+	// mounted kubernetes.io/dockerconfigjson Secret's .dockerconfigjson);
+	// its auths, credHelpers and credsStore are honoured.
 	EnvDockerConfig = "DOCKER_CONFIG"
-	EnvInsecure     = "OCI_INSECURE"
+	// EnvInsecure=true speaks plain HTTP to the registry (PlainHTTP).
+	EnvInsecure = "OCI_INSECURE"
 )
 
 // Source lists and reads one model in an OCI registry.
@@ -122,7 +127,7 @@ func (c Config) reference() (registry.Reference, error) {
 	case c.Digest != "":
 		d, err := digest.Parse(c.Digest)
 		if err != nil {
-			return ref, fmt.Errorf("oci: digest %q is not algorithm:hex (%v): %w", c.Digest, err, loader.ErrInvalid)
+			return ref, fmt.Errorf("oci: digest %q is not algorithm:hex (%w): %w", c.Digest, err, loader.ErrInvalid)
 		}
 		ref.Reference = d.String()
 	case c.Tag != "":
@@ -134,36 +139,6 @@ func (c Config) reference() (registry.Reference, error) {
 		ref.Reference = DefaultTag
 	}
 	return ref, nil
-}
-
-// ParseURI reads oci://registry[:port]/repository[:tag][@digest] into a
-// Config's Registry, Repository, Tag and Digest, and checks them.
-func ParseURI(uri string) (Config, error) {
-	rest, ok := strings.CutPrefix(uri, Scheme)
-	if !ok {
-		return Config{}, fmt.Errorf("%q does not start with %s: %w", uri, Scheme, loader.ErrInvalid)
-	}
-	reg, path, ok := strings.Cut(rest, "/")
-	if !ok || path == "" {
-		return Config{}, fmt.Errorf("%q must be %sregistry/repository[:tag|@digest]: %w", uri, Scheme, loader.ErrInvalid)
-	}
-	c := Config{Registry: reg}
-	path, dgst, hasDigest := strings.Cut(path, "@")
-	repo, tag, hasTag := strings.Cut(path, ":")
-	if (hasDigest && dgst == "") || (hasTag && tag == "") {
-		return Config{}, fmt.Errorf("%q has an empty tag or digest: %w", uri, loader.ErrInvalid)
-	}
-	c.Repository, c.Tag, c.Digest = repo, tag, dgst
-	if _, err := c.reference(); err != nil {
-		return Config{}, fmt.Errorf("%q: %w", uri, err)
-	}
-	if c.Tag != "" {
-		// reference() checks the tag only without a digest.
-		if err := (registry.Reference{Reference: c.Tag}).ValidateReferenceAsTag(); err != nil {
-			return Config{}, fmt.Errorf("%q: tag %q must be up to 128 letters, digits, _, . and -: %w", uri, c.Tag, loader.ErrInvalid)
-		}
-	}
-	return c, nil
 }
 
 // String is the model's reference as the user wrote it, with the default
