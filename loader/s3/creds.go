@@ -198,6 +198,6 @@ func (p credPlan) String() string {
 	case credIMDS:
 		return "instance metadata (IMDSv2)"
 	default:
-		return "none, anonymous requests (" + p.Reason + ")"
+		return "no credentials (anonymous: " + p.Reason + ")"
 	}
 }

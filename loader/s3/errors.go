@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,7 +52,10 @@ func (s *Source) classify(err error, what string, retryAfter time.Duration) erro
 	}
 	var r minio.ErrorResponse
 	if !errors.As(err, &r) || (r.Code == "" && r.StatusCode == 0) {
-		if isNetError(err) {
+		switch {
+		case isCertError(err):
+			return fmt.Errorf("%s: the store's TLS certificate is not trusted (is its CA in the CA bundle?): %w", what, err)
+		case isNetError(err):
 			return loader.Retryable(fmt.Errorf("%s: %w", what, err), retryAfter)
 		}
 		return fmt.Errorf("%s: %w", what, err)
@@ -61,10 +65,12 @@ func (s *Source) classify(err error, what string, retryAfter time.Duration) erro
 	switch {
 	case r.Code == "NoSuchBucket":
 		return fmt.Errorf("%s: bucket %q does not exist: %w", what, s.bucket, loader.ErrNotFound)
+	case r.Code == "InvalidObjectState": // a 403, but not about credentials
+		return fmt.Errorf("%s: the object is archived; restore it before loading", msg)
 	case in(r.Code, notFoundCodes) || code == http.StatusNotFound || code == http.StatusGone:
 		return fmt.Errorf("%s: %w", msg, loader.ErrNotFound)
 	case in(r.Code, deniedCodes) || code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fmt.Errorf("%s (credentials: %s): %w", msg, s.creds, loader.ErrAccessDenied)
+		return fmt.Errorf("%s, using %s: %w", msg, s.creds, loader.ErrAccessDenied)
 	case in(r.Code, changedCodes) || code == http.StatusPreconditionFailed || code == http.StatusRequestedRangeNotSatisfiable:
 		return fmt.Errorf("%s: object changed during download: %w", msg, loader.ErrVerification)
 	case in(r.Code, transientCodes) || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
@@ -101,23 +107,31 @@ func in(code string, codes []string) bool {
 	return false
 }
 
-// isNetError reports a failure of the connection rather than an answer:
-// worth retrying, unless it is a TLS certificate or protocol mismatch,
-// which retrying does not mend.
-func isNetError(err error) bool {
+// isCertError reports a TLS certificate the client does not trust.
+func isCertError(err error) bool {
 	var (
 		unknownCA   x509.UnknownAuthorityError
 		certInvalid x509.CertificateInvalidError
 		hostname    x509.HostnameError
-		record      tls.RecordHeaderError
 		verify      *tls.CertificateVerificationError
 	)
-	if errors.As(err, &unknownCA) || errors.As(err, &certInvalid) || errors.As(err, &hostname) ||
-		errors.As(err, &record) || errors.As(err, &verify) {
+	return errors.As(err, &unknownCA) || errors.As(err, &certInvalid) || errors.As(err, &hostname) || errors.As(err, &verify)
+}
+
+// isNetError reports a failure of the connection rather than an answer
+// (a request that got no response, a body cut short): worth retrying,
+// unless it is a TLS certificate or protocol mismatch, which retrying does
+// not mend.
+func isNetError(err error) bool {
+	var (
+		record tls.RecordHeaderError
+		ue     *url.Error
+		oe     *net.OpError
+	)
+	if isCertError(err) || errors.As(err, &record) {
 		return false
 	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 

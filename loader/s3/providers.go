@@ -37,11 +37,11 @@ func (p credPlan) credentials(ctx context.Context, hc *http.Client) (*credential
 	case credWebIdentity:
 		file := p.TokenFile
 		return credentials.New(checked{desc: desc, p: &credentials.STSWebIdentity{
-			Client:      hc,
+			Client:      &http.Client{Transport: hc.Transport, Timeout: credTimeout},
 			STSEndpoint: p.STSEndpoint,
 			RoleARN:     p.RoleARN,
 			GetWebIDTokenExpiry: func() (*credentials.WebIdentityToken, error) {
-				b, err := os.ReadFile(file)
+				b, err := os.ReadFile(file) //nolint:gosec // the operator's configuration names the file
 				if err != nil {
 					return nil, err
 				}
@@ -81,7 +81,7 @@ func (c checked) RetrieveWithCredContext(cc *credentials.CredContext) (credentia
 		return credentials.Value{}, credError(c.desc, err)
 	}
 	if v.AccessKeyID == "" || v.SecretAccessKey == "" {
-		return credentials.Value{}, fmt.Errorf("credentials from %s: no access key: %w", c.desc, loader.ErrAccessDenied)
+		return credentials.Value{}, fmt.Errorf("getting credentials (%s): no access key: %w", c.desc, loader.ErrAccessDenied)
 	}
 	v.SignerType = credentials.SignatureV4
 	return v, nil
@@ -94,28 +94,31 @@ func (c checked) IsExpired() bool { return c.p.IsExpired() }
 // credError classifies a credential service's failure: throttling, 5xx
 // and network failures are Transient, everything else is access denied.
 func credError(desc string, err error) error {
+	what := "getting credentials (" + desc + ")"
 	var sts credentials.ErrorResponse
 	switch {
 	case errors.Is(err, context.Canceled):
-		return fmt.Errorf("credentials from %s: %w", desc, err)
+		return fmt.Errorf("%s: %w", what, err)
 	case errors.As(err, &sts):
 		switch sts.STSError.Code {
 		case "Throttling", "IDPCommunicationError", "InternalFailure", "ServiceUnavailable":
-			return loader.Retryable(fmt.Errorf("credentials from %s: %s: %w", desc, sts.STSError.Code, err), 0)
+			return loader.Retryable(fmt.Errorf("%s: %s", what, sts.STSError.Code), 0)
 		}
-		return fmt.Errorf("credentials from %s: %s: %w", desc, sts.STSError.Code, loader.ErrAccessDenied)
+		return fmt.Errorf("%s: %s: %w", what, sts.STSError.Code, loader.ErrAccessDenied)
 	}
 	if _, ok := loader.IsTransient(err); ok || isNetError(err) {
-		return loader.Retryable(fmt.Errorf("credentials from %s: %w", desc, err), 0)
+		return loader.Retryable(fmt.Errorf("%s: %w", what, err), 0)
 	}
-	return fmt.Errorf("credentials from %s: %v: %w", desc, err, loader.ErrAccessDenied)
+	if errors.Is(err, loader.ErrAccessDenied) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %v: %w", what, err, loader.ErrAccessDenied)
 }
 
 // roleCredentials is what the container and instance metadata services
 // answer.
 type roleCredentials struct {
 	Code            string
-	Message         string
 	AccessKeyID     string `json:"AccessKeyId"`
 	SecretAccessKey string
 	Token           string
@@ -149,7 +152,7 @@ type containerProvider struct {
 func (p *containerProvider) RetrieveWithCredContext(cc *credentials.CredContext) (credentials.Value, error) {
 	token := p.token
 	if p.tokenFile != "" {
-		b, err := os.ReadFile(p.tokenFile)
+		b, err := os.ReadFile(p.tokenFile) //nolint:gosec // the operator's configuration names the file
 		if err != nil {
 			return credentials.Value{}, fmt.Errorf("authorization token: %w", err)
 		}
@@ -255,10 +258,10 @@ func do(c *http.Client, req *http.Request, what string, read func(io.Reader) err
 	if err != nil {
 		return loader.Retryable(fmt.Errorf("%s: %w", what, errors.Unwrap(err)), 0)
 	}
+	defer resp.Body.Close()
 	if err := loader.CheckStatus(resp, what); err != nil {
 		return err
 	}
-	defer resp.Body.Close()
 	if err := read(io.LimitReader(resp.Body, 1<<20)); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
