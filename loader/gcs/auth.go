@@ -245,10 +245,10 @@ func (c credentials) tokenError(err error) error {
 			code, h = re.Response.StatusCode, re.Response.Header
 		}
 		msg := fmt.Sprintf("%s: HTTP %d", what, code)
-		if re.ErrorCode != "" {
-			msg += ": " + re.ErrorCode
-			if re.ErrorDescription != "" {
-				msg += ": " + re.ErrorDescription
+		if c, d := oauthError(re); c != "" {
+			msg += ": " + c
+			if d != "" {
+				msg += ": " + d
 			}
 		}
 		if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
@@ -261,4 +261,21 @@ func (c credentials) tokenError(err error) error {
 		return loader.Retryable(fmt.Errorf("%s: %w", what, err), 0)
 	}
 	return fmt.Errorf("%s: %w: %w", what, err, loader.ErrAccessDenied)
+}
+
+// oauthError is RFC 6749's error and error_description of a failed token
+// request, read from the body when the flow did not parse them (the JWT
+// flow does not), on one line and cut short.
+func oauthError(re *oauth2.RetrieveError) (code, desc string) {
+	code, desc = re.ErrorCode, re.ErrorDescription
+	if code == "" {
+		var e struct {
+			Code string `json:"error"`
+			Desc string `json:"error_description"`
+		}
+		if json.Unmarshal(re.Body, &e) == nil {
+			code, desc = e.Code, e.Desc
+		}
+	}
+	return oneLine(code, 100), oneLine(desc, 300)
 }

@@ -125,7 +125,7 @@ func emulated(t *testing.T, f *fakeGCS, bucket, prefix string) *Source {
 	return s
 }
 
-func object(bucket, name, content string) fakestorage.Object {
+func stored(bucket, name, content string) fakestorage.Object {
 	return fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucket, Name: name}, Content: []byte(content)}
 }
 

@@ -228,11 +228,17 @@ func apiMessage(body []byte) string {
 	if json.Unmarshal(body, &e) != nil {
 		return ""
 	}
-	m := strings.Join(strings.FieldsFunc(e.Error.Message, unicode.IsControl), " ")
-	if r := []rune(m); len(r) > 300 {
-		m = string(r[:300]) + "..."
+	return oneLine(e.Error.Message, 300)
+}
+
+// oneLine replaces control characters in s by spaces and cuts it after
+// limit runes.
+func oneLine(s string, limit int) string {
+	s = strings.TrimSpace(strings.Join(strings.FieldsFunc(s, unicode.IsControl), " "))
+	if r := []rune(s); len(r) > limit {
+		s = string(r[:limit]) + "..."
 	}
-	return strings.TrimSpace(m)
+	return s
 }
 
 // object is one item of a listing, in the fields List asks for.

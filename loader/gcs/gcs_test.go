@@ -18,15 +18,15 @@ import (
 
 func modelObjects() []fakestorage.Object {
 	return []fakestorage.Object{
-		object("models", "llama/config.json", `{"hidden_size": 4096}`),
-		object("models", "llama/weights/model-00001.safetensors", "first shard"),
-		object("models", "llama/weights/model-00002.safetensors", "second shard"),
-		object("models", "llama/empty/", ""),
-		object("models", "llama-2/config.json", `{"hidden_size": 8192}`),
-		object("models", "llamas", "a sibling object"),
-		object("models", "single.bin", "one object"),
-		object("models", "single.bin.bak", "its backup"),
-		object("models", "single.bin2/x", "a sibling folder"),
+		stored("models", "llama/config.json", `{"hidden_size": 4096}`),
+		stored("models", "llama/weights/model-00001.safetensors", "first shard"),
+		stored("models", "llama/weights/model-00002.safetensors", "second shard"),
+		stored("models", "llama/empty/", ""),
+		stored("models", "llama-2/config.json", `{"hidden_size": 8192}`),
+		stored("models", "llamas", "a sibling object"),
+		stored("models", "single.bin", "one object"),
+		stored("models", "single.bin.bak", "its backup"),
+		stored("models", "single.bin2/x", "a sibling folder"),
 	}
 }
 
@@ -139,7 +139,7 @@ func TestListFollowsEveryPage(t *testing.T) {
 	var want []string
 	for i := range 23 {
 		name := fmt.Sprintf("m/shard-%02d", i)
-		objs = append(objs, object("models", name, name))
+		objs = append(objs, stored("models", name, name))
 		want = append(want, name)
 	}
 	f := newFakeGCS(t, objs...)
@@ -176,7 +176,7 @@ func TestOpenRanges(t *testing.T) {
 		content[i] = byte(i*7 + i/256)
 	}
 	name := "dir/with space+plus%25#?.bin"
-	f := newFakeGCS(t, object("models", name, string(content)))
+	f := newFakeGCS(t, stored("models", name, string(content)))
 	s := emulated(t, f, "models", "dir")
 	l, err := s.List(t.Context())
 	if err != nil {
@@ -215,11 +215,11 @@ func TestOpenRanges(t *testing.T) {
 }
 
 func TestOpenReadsGzipObjectsAsStored(t *testing.T) {
-	var stored bytes.Buffer
-	zw := gzip.NewWriter(&stored)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
 	_, _ = zw.Write(bytes.Repeat([]byte("compressible tokenizer vocabulary "), 200))
 	_ = zw.Close()
-	obj := object("models", "m/tokenizer.json", stored.String())
+	obj := stored("models", "m/tokenizer.json", gz.String())
 	obj.ContentEncoding = "gzip"
 	f := newFakeGCS(t, obj)
 	s := emulated(t, f, "models", "m")
@@ -230,20 +230,20 @@ func TestOpenReadsGzipObjectsAsStored(t *testing.T) {
 	if diff := cmp.Diff([]loader.File{wantFile(t, f, "models", "m/tokenizer.json", "tokenizer.json")}, l.Files); diff != "" {
 		t.Errorf("List (-want +got):\n%s", diff)
 	}
-	size := int64(stored.Len())
+	size := int64(gz.Len())
 	for _, r := range [][2]int64{{0, size}, {10, size - 10}} {
 		got, err := readRange(t, s, &l.Files[0], r[0], r[1])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, stored.Bytes()[r[0]:]) {
+		if !bytes.Equal(got, gz.Bytes()[r[0]:]) {
 			t.Errorf("bytes %d+%d are not the stored gzip bytes", r[0], r[1])
 		}
 	}
 }
 
 func TestOpenAfterReplace(t *testing.T) {
-	f := newFakeGCS(t, object("models", "m/model.safetensors", "version one"))
+	f := newFakeGCS(t, stored("models", "m/model.safetensors", "version one"))
 	s := emulated(t, f, "models", "m")
 	l, err := s.List(t.Context())
 	if err != nil {
@@ -252,7 +252,7 @@ func TestOpenAfterReplace(t *testing.T) {
 	if _, err := readRange(t, s, &l.Files[0], 0, 4); err != nil {
 		t.Fatalf("before the replace: %v", err)
 	}
-	f.srv.CreateObject(object("models", "m/model.safetensors", "version two"))
+	f.srv.CreateObject(stored("models", "m/model.safetensors", "version two"))
 	_, err = readRange(t, s, &l.Files[0], 4, 4)
 	if !errors.Is(err, loader.ErrVerification) || !strings.Contains(err.Error(), "object changed during download") {
 		t.Errorf("after the replace: got %v, want ErrVerification saying the object changed", err)
@@ -260,7 +260,7 @@ func TestOpenAfterReplace(t *testing.T) {
 }
 
 func TestStatusErrors(t *testing.T) {
-	f := newFakeGCS(t, object("models", "m/a.bin", "some bytes"))
+	f := newFakeGCS(t, stored("models", "m/a.bin", "some bytes"))
 	s := emulated(t, f, "models", "m")
 	l, err := s.List(t.Context())
 	if err != nil {
@@ -330,9 +330,29 @@ func TestStatusErrors(t *testing.T) {
 }
 
 func TestListRejectsCollidingPaths(t *testing.T) {
-	f := newFakeGCS(t, object("models", "m/m", "the object"), object("models", "m/m/m", "an object below it"))
+	f := newFakeGCS(t, stored("models", "m/m", "the object"), stored("models", "m/m/m", "an object below it"))
 	_, err := emulated(t, f, "models", "m/m").List(t.Context())
 	if !errors.Is(err, loader.ErrInvalid) || !strings.Contains(err.Error(), `objects "m/m" and "m/m/m" both map to "m"`) {
 		t.Errorf("got %v, want ErrInvalid naming both objects", err)
+	}
+}
+
+func TestEmulatorEndpoint(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"unset", "", ""},
+		{"host and port", "localhost:4443", "http://localhost:4443"},
+		{"http URL", "http://gcs:4443/", "http://gcs:4443"},
+		{"https URL", "https://gcs.example", "https://gcs.example"},
+		{"URL with a path", "http://proxy:80/gcs/", "http://proxy:80/gcs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := emulatorEndpoint(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("emulatorEndpoint(%q) (-want +got):\n%s", tc.in, diff)
+			}
+		})
 	}
 }
