@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/loader"
+)
+
+// Exit codes of `modelgate load`, one per failure kind, so that a Pod's
+// status tells them apart without reading logs.
+const (
+	exitLoadFailed   = 1
+	exitLoadInvalid  = 2
+	exitNotFound     = 3
+	exitAccessDenied = 4
+	exitVerification = 5
+	exitNoSpace      = 6
+	exitTimeout      = 7
+)
+
+// loadExit maps a failure kind to its exit code and the word the
+// termination message starts with.
+var loadExit = []struct {
+	kind error
+	code int
+	word string
+}{
+	{loader.ErrInvalid, exitLoadInvalid, "invalid"},
+	{loader.ErrNotFound, exitNotFound, "not found"},
+	{loader.ErrAccessDenied, exitAccessDenied, "access denied"},
+	{loader.ErrVerification, exitVerification, "verification failed"},
+	{loader.ErrNoSpace, exitNoSpace, "no space"},
+	{loader.ErrTimeout, exitTimeout, "timed out"},
+	{context.DeadlineExceeded, exitTimeout, "timed out"},
+}
+
+const loadUsage = `modelgate load: put a model into a directory, whole and verified, or not at all.
+
+Usage:
+  modelgate load --uri=URI --dest=DIR [flags]
+
+URI is a modelgate.io/model value: s3://bucket/prefix, gs://bucket/prefix,
+hf://org/repo[@revision], https://host/path/file[#sha256=<hex>] or
+oci://registry/repo(:tag|@sha256:<hex>). Credentials come from the
+environment (docs/loader.md), never from flags.
+
+Exit codes: 0 loaded (or already there), 1 failed, 2 invalid, 3 not found,
+4 access denied, 5 verification failed, 6 no space, 7 timed out.
+
+Flags:
+`
+
+// loadFlags are the load subcommand's flags.
+type loadFlags struct {
+	uri, dest        string
+	concurrency      int
+	partSize         string
+	stallTimeout     time.Duration
+	timeout          time.Duration
+	takeoverAfter    time.Duration
+	progressInterval time.Duration
+	caBundle         string
+	terminationLog   string
+	logFormat        string
+}
+
+func (f *loadFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.uri, "uri", "", "the model (required)")
+	fs.StringVar(&f.dest, "dest", "", "the destination directory (required)")
+	fs.IntVar(&f.concurrency, "concurrency", 16, "ranged reads in flight at once")
+	fs.StringVar(&f.partSize, "part-size", "16Mi", "size of a ranged read (a quantity: 8Mi, 64Mi)")
+	fs.DurationVar(&f.stallTimeout, "stall-timeout", time.Minute, "retry a read that receives no byte for this long")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up after this long in all (0: no limit; reads still time out on stalls)")
+	fs.DurationVar(&f.takeoverAfter, "takeover-after", 3*time.Minute, "take over a shared destination whose loader made no progress for this long")
+	fs.DurationVar(&f.progressInterval, "progress-interval", 5*time.Second, "how often progress is logged")
+	fs.StringVar(&f.caBundle, "ca-bundle", os.Getenv("MODELGATE_CA_BUNDLE"), "PEM file of CA certificates trusted besides the system's ($MODELGATE_CA_BUNDLE)")
+	fs.StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line outcome Kubernetes shows as the container's message (empty: none)")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+}
+
+func loadCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f loadFlags
+	f.bind(fs)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), loadUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return exitLoadInvalid
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := newLoadLogger(f.logFormat, stderr)
+	ctx = logr.NewContext(ctx, log)
+
+	res, err := runLoad(ctx, &f)
+	msg, code := outcome(res, err)
+	writeTerminationMessage(f.terminationLog, msg)
+	if err != nil {
+		log.Error(nil, msg, "exitCode", code)
+	} else {
+		log.Info(msg)
+	}
+	return code
+}
+
+// writeTerminationMessage writes the outcome where the kubelet reads it.
+// The kubelet creates that file before the container starts; outside a
+// Pod it does not exist and nothing is written (never a new file in /dev).
+func writeTerminationMessage(path, msg string) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(msg)
+	_ = f.Close()
+}
+
+func newLoadLogger(format string, w io.Writer) logr.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if format == "text" {
+		return logr.FromSlogHandler(slog.NewTextHandler(w, opts))
+	}
+	return logr.FromSlogHandler(slog.NewJSONHandler(w, opts))
+}
+
+func runLoad(ctx context.Context, f *loadFlags) (*loader.Result, error) {
+	if f.uri == "" || f.dest == "" {
+		return nil, fmt.Errorf("--uri and --dest are required: %w", loader.ErrInvalid)
+	}
+	u, err := annotations.ParseModelURI(f.uri)
+	if err != nil {
+		return nil, fmt.Errorf("--uri %s: %w: %w", annotations.RedactURI(f.uri), err, loader.ErrInvalid)
+	}
+	part, err := resource.ParseQuantity(f.partSize)
+	if err != nil || part.Value() < 64<<10 || part.Value() > 1<<30 {
+		return nil, fmt.Errorf("--part-size %q must be a quantity from 64Ki to 1Gi: %w", f.partSize, loader.ErrInvalid)
+	}
+	if f.concurrency < 1 || f.concurrency > 256 {
+		return nil, fmt.Errorf("--concurrency %d must be from 1 to 256: %w", f.concurrency, loader.ErrInvalid)
+	}
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	src, err := newSource(ctx, u, f)
+	if err != nil {
+		return nil, err
+	}
+	return loader.Load(ctx, src, loader.Options{
+		Dest: f.dest, URI: f.uri, Concurrency: f.concurrency, PartSize: part.Value(),
+		StallTimeout: f.stallTimeout, TakeoverAfter: f.takeoverAfter, ProgressEvery: f.progressInterval,
+		Extract: extract, Version: version,
+	})
+}
+
+// outcome is the one line Kubernetes shows for the container, and the exit
+// code.
+func outcome(r *loader.Result, err error) (string, int) {
+	if err != nil {
+		code, word := exitLoadFailed, "failed"
+		for _, k := range loadExit {
+			if errors.Is(err, k.kind) {
+				code, word = k.code, k.word
+				break
+			}
+		}
+		return clip("load failed (" + word + "): " + scrub(err.Error())), code
+	}
+	rev := ""
+	if r.Revision != "" {
+		rev = ", revision " + shortRevision(r.Revision)
+	}
+	verified := "verified"
+	if r.Verified < r.Files {
+		verified = fmt.Sprintf("%d of %d files verified (the source lists no digest for the others)", r.Verified, r.Files)
+	}
+	switch {
+	case r.CacheHit:
+		return clip(fmt.Sprintf("already loaded: %d files, %s%s, %s", r.Files, loader.HumanBytes(r.Bytes), rev, verified)), 0
+	case r.Waited:
+		return clip(fmt.Sprintf("loaded by another Pod sharing the cache: %d files, %s%s, %s (waited %s)",
+			r.Files, loader.HumanBytes(r.Bytes), rev, verified, seconds(r.Elapsed))), 0
+	}
+	rate := ""
+	if s := r.Elapsed.Seconds(); s > 0 && r.Fetched > 0 {
+		rate = " (" + loader.HumanBytes(int64(float64(r.Fetched)/s)) + "/s)"
+	}
+	resumed := ""
+	if r.Resumed > 0 {
+		resumed = ", " + loader.HumanBytes(r.Resumed) + " resumed"
+	}
+	return clip(fmt.Sprintf("loaded %d files, %s in %s%s%s%s, %s", r.Files, loader.HumanBytes(r.Bytes), seconds(r.Elapsed), rate, resumed, rev, verified)), 0
+}
+
+func seconds(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return fmt.Sprintf("%d s", int(d.Round(time.Second).Seconds()))
+}
+
+// shortRevision shortens a commit or digest for the message.
+func shortRevision(r string) string {
+	if d, ok := strings.CutPrefix(r, "sha256:"); ok && len(d) > 12 {
+		return "sha256:" + d[:12]
+	}
+	if len(r) == 40 {
+		return r[:7]
+	}
+	return r
+}
+
+// maxTerminationMessage is what Kubernetes keeps of a termination message.
+const maxTerminationMessage = 4096
+
+func clip(s string) string {
+	if len(s) > maxTerminationMessage {
+		return s[:maxTerminationMessage-3] + "..."
+	}
+	return s
+}
+
+// urlQuery finds a URL's query string. Sources keep credentials out of
+// their errors; scrub is the second line of defence for the termination
+// message and the log: no query string (a signature, a token) ever leaves.
+var (
+	urlQuery   = regexp.MustCompile(`((?:https?|s3|gs|oci)://[^\s?"']*)\?[^\s"']*`)
+	bearerWord = regexp.MustCompile(`(?i)\b(bearer )[A-Za-z0-9._~+/-]+=*`)
+	keyValue   = regexp.MustCompile(`(?i)\b(token|password|secret|signature|sig|credential)=[^\s&"',]+`)
+)
+
+func scrub(s string) string {
+	s = urlQuery.ReplaceAllString(s, "$1?<redacted>")
+	s = bearerWord.ReplaceAllString(s, "$1<redacted>")
+	return keyValue.ReplaceAllString(s, "$1=<redacted>")
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/loader"
+	"github.com/modelgate/modelgate/loader/archive"
+	"github.com/modelgate/modelgate/loader/gcs"
+	"github.com/modelgate/modelgate/loader/hf"
+	"github.com/modelgate/modelgate/loader/httpsrc"
+	"github.com/modelgate/modelgate/loader/oci"
+	"github.com/modelgate/modelgate/loader/s3"
+)
+
+// newSource builds the Source of a parsed model URI. Every scheme reads
+// its credentials from the environment, where the webhook puts the keys
+// of the Secret named by modelgate.io/model-credentials.
+func newSource(ctx context.Context, u annotations.ModelURI, f *loadFlags) (loader.Source, error) {
+	client, err := loader.NewHTTPClient(loader.HTTPOptions{CABundle: f.caBundle, Conns: f.concurrency, UserAgent: "modelgate-loader/" + version})
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case annotations.SchemeS3:
+		ca := f.caBundle
+		if ca == "" {
+			ca = os.Getenv("AWS_CA_BUNDLE")
+		}
+		return s3.New(ctx, s3.Config{Bucket: u.Host, Prefix: u.Path, CABundle: ca, Conns: f.concurrency})
+	case annotations.SchemeGS:
+		return gcs.New(ctx, gcs.Config{Bucket: u.Host, Prefix: u.Path, HTTP: client})
+	case annotations.SchemeHF:
+		return hf.New(hf.Config{Repo: u.Path, Revision: u.Revision, HTTP: client})
+	case annotations.SchemeHTTPS:
+		raw, _, _ := strings.Cut(u.Raw, "#")
+		return httpsrc.New(httpsrc.Config{URL: raw, SHA256: u.SHA256, HTTP: client})
+	case annotations.SchemeOCI:
+		return oci.New(oci.Config{Registry: u.Host, Repository: u.Path, Tag: u.Tag, Digest: u.Digest, HTTP: client})
+	case annotations.SchemePVC:
+		return nil, fmt.Errorf("pvc:// models are mounted into the serving container, not loaded: %w", loader.ErrInvalid)
+	default:
+		return nil, fmt.Errorf("scheme %q cannot be loaded: %w", u.Scheme, loader.ErrInvalid)
+	}
+}
+
+// extract is loader.Extractor over archive.Extract: temporary files in the
+// staging root's own state directory, which no archive entry can name.
+func extract(ctx context.Context, r io.Reader, format loader.Archive, root *os.Root, dir string) ([]loader.LoadedFile, error) {
+	entries, err := archive.Extract(ctx, r, format, root, dir, archive.Options{TempDir: loader.StateDir})
+	if err != nil {
+		return nil, err
+	}
+	var out []loader.LoadedFile
+	for _, e := range entries {
+		switch e.Type {
+		case archive.TypeFile:
+			out = append(out, loader.LoadedFile{Path: e.Path, Size: e.Size, Digests: []loader.Digest{{Algorithm: loader.SHA256, Hex: e.SHA256}}})
+		case archive.TypeSymlink:
+			out = append(out, loader.LoadedFile{Path: e.Path, Link: e.Link})
+		}
+	}
+	_ = root.RemoveAll(loader.StateDir)
+	return out, nil
+}
