@@ -184,14 +184,17 @@ func runLoad(ctx context.Context, f *loadFlags) (*loader.Result, error) {
 // code.
 func outcome(r *loader.Result, err error) (string, int) {
 	if err != nil {
-		code, word := exitLoadFailed, "failed"
+		code, word, text := exitLoadFailed, "failed", err.Error()
 		for _, k := range loadExit {
 			if errors.Is(err, k.kind) {
 				code, word = k.code, k.word
+				// The kind leads the message; the sentinel's own ": not
+				// found" at its end would only repeat it.
+				text = strings.TrimSuffix(text, ": "+k.kind.Error())
 				break
 			}
 		}
-		return clip("load failed (" + word + "): " + scrub(err.Error())), code
+		return clip("load failed (" + word + "): " + scrub(text)), code
 	}
 	rev := ""
 	if r.Revision != "" {
