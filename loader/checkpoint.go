@@ -52,6 +52,8 @@ type checkpoint struct {
 	PartSize int64  `json:"partSize"`
 	// Done is a bit set of the parts on disk.
 	Done []byte `json:"done"`
+	// Partial is, for parts not done, the length of their prefix on disk.
+	Partial map[int]int64 `json:"partial,omitempty"`
 	// Hashed is the length of the prefix HashState covers.
 	Hashed    int64                `json:"hashed"`
 	HashState map[Algorithm][]byte `json:"hashState,omitempty"`

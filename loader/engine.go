@@ -9,6 +9,7 @@ import (
 	"path"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -29,6 +30,11 @@ type engine struct {
 	fetched atomic.Int64 // bytes read from the source in this run
 	written atomic.Int64 // bytes of files on disk, resumed ones included
 
+	// sinceCkpt counts the bytes written since the last checkpoint;
+	// ckptDue wakes the checkpointer when it reaches CheckpointBytes.
+	sinceCkpt atomic.Int64
+	ckptDue   chan struct{}
+
 	mu      sync.Mutex
 	results map[string]*doneRecord // by file id
 	err     error
@@ -43,7 +49,13 @@ func (e *engine) run(ctx context.Context, jobs []*fileJob, parts []*part) error 
 	e.cancel = cancel
 	e.sched = newScheduler()
 	e.dog = newWatchdog(e.o.StallTimeout)
+	e.ckptDue = make(chan struct{}, 1)
 	go e.dog.run(ctx)
+	ckptDone := make(chan struct{})
+	go func() {
+		defer close(ckptDone)
+		e.checkpointer(ctx, jobs)
+	}()
 	go func() {
 		<-ctx.Done()
 		e.sched.close()
@@ -63,9 +75,18 @@ func (e *engine) run(ctx context.Context, jobs []*fileJob, parts []*part) error 
 		})
 	}
 	wg.Wait()
+	err := e.result(ctx)
+	cancel(nil)
+	<-ckptDone
 	for _, j := range jobs {
 		j.close()
 	}
+	return err
+}
+
+// result is the outcome once the workers stopped: the first failure, or
+// why the context ended, or nil.
+func (e *engine) result(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {
@@ -94,28 +115,25 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 		if err := e.fetch(ctx, p, buf); err != nil {
 			return err
 		}
-		e.written.Add(p.n)
 	}
 	complete, err := j.partDone(p.idx, buf)
-	if err != nil {
+	if err != nil || !complete {
 		return err
 	}
-	if err := j.checkpoint(e.root, e.o, complete); err != nil {
+	if err := j.sync(); err != nil {
 		return err
 	}
-	if complete {
-		return e.finish(ctx, j)
-	}
-	return nil
+	return e.finish(ctx, j)
 }
 
 // fetch reads one part into the partial file, retrying transient
 // failures and stalls from where the last attempt stopped.
 func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 	j := p.job
-	var got int64
+	got := p.skip
 	err := e.o.Retry.Do(ctx, func(ctx context.Context) error {
-		if j.f.Sequential {
+		if j.f.Sequential && got > 0 {
+			e.written.Add(-got)
 			got = 0 // no ranges: start again
 		}
 		rctx, cancel := context.WithCancelCause(ctx)
@@ -134,7 +152,16 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 					return fmt.Errorf("%s: writing: %w", j.f.Path, noSpace(werr))
 				}
 				got += int64(k)
+				j.got[p.idx].Store(got)
+				j.dirty.Store(true)
 				e.fetched.Add(int64(k))
+				e.written.Add(int64(k))
+				if e.sinceCkpt.Add(int64(k)) >= e.o.CheckpointBytes {
+					select {
+					case e.ckptDue <- struct{}{}:
+					default:
+					}
+				}
 				w.touch()
 			}
 			if rerr != nil {
@@ -153,6 +180,40 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 		return fmt.Errorf("%s: bytes %d-%d: %w", j.f.Path, p.off, p.off+p.n-1, err)
 	}
 	return nil
+}
+
+// minCheckpointGap bounds how often checkpoints are taken on a fast
+// network: a kill re-fetches at most CheckpointBytes, or what arrives in
+// this long, whichever is more.
+const minCheckpointGap = 100 * time.Millisecond
+
+// checkpointer checkpoints every file in progress every CheckpointEvery,
+// or sooner when CheckpointBytes arrived, until ctx ends.
+func (e *engine) checkpointer(ctx context.Context, jobs []*fileJob) {
+	t := time.NewTicker(e.o.CheckpointEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.ckptDue:
+			if err := Sleep(ctx, minCheckpointGap-time.Since(last)); err != nil {
+				return
+			}
+		}
+		if e.sinceCkpt.Swap(0) == 0 {
+			continue
+		}
+		last = time.Now()
+		for _, j := range jobs {
+			if err := j.checkpoint(e.root); err != nil {
+				e.fail(err)
+				return
+			}
+		}
+	}
 }
 
 // requestError says why a request failed: a stall (retried, then a

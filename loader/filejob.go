@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"time"
+	"sync/atomic"
 )
 
 // fileJob is one file being fetched: its partial file, which parts are
@@ -20,17 +20,22 @@ type fileJob struct {
 	// destination (unused for archives).
 	target string
 
-	mu       sync.Mutex
-	fh       *os.File
-	done     []bool
-	hashed   int64
-	hashing  bool
-	hs       *hashSet
-	snap     map[Algorithm][]byte // hs's state at snapAt
-	snapAt   int64
-	since    int64 // bytes on disk since the last checkpoint
-	lastCkpt time.Time
-	retried  bool // verification failed once and the file was fetched again
+	// got is, for each part being fetched, the length of its prefix
+	// written so far: a checkpoint records it, so that a kill loses only
+	// what arrived since.
+	got []atomic.Int64
+	// dirty says bytes arrived since the last checkpoint.
+	dirty atomic.Bool
+
+	mu      sync.Mutex
+	fh      *os.File
+	done    []bool
+	hashed  int64
+	hashing bool
+	hs      *hashSet
+	snap    map[Algorithm][]byte // hs's state at snapAt
+	snapAt  int64
+	retried bool // verification failed once and the file was fetched again
 
 	ckptMu sync.Mutex
 }
@@ -45,7 +50,8 @@ func newFileJob(f *File, id, target string, partSize int64) *fileJob {
 		partSize = max(f.Size, 1)
 	}
 	n := int((f.Size + partSize - 1) / partSize)
-	return &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n), hs: newHashSet(f), lastCkpt: time.Now()}
+	return &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n),
+		got: make([]atomic.Int64, n), hs: newHashSet(f)}
 }
 
 func (j *fileJob) partRange(i int) (off, n int64) {
@@ -74,6 +80,12 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 		fi.Size() == j.f.Size && !j.f.Sequential
 	if resumed {
 		j.done = getBits(ck.Done, j.nparts)
+		for i, g := range ck.Partial {
+			if i >= 0 && i < j.nparts && !j.done[i] {
+				_, n := j.partRange(i)
+				j.got[i].Store(min(max(g, 0), n))
+			}
+		}
 		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.hs.restore(ck.HashState) {
 			j.hashed, j.snap, j.snapAt = ck.Hashed, ck.HashState, ck.Hashed
 		} else {
@@ -96,7 +108,9 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 			have += n
 			continue
 		}
-		todo = append(todo, &part{job: j, idx: i, off: off, n: n})
+		skip := j.got[i].Load()
+		have += skip
+		todo = append(todo, &part{job: j, idx: i, off: off, n: n, skip: skip})
 	}
 	return todo, have, nil
 }
@@ -121,8 +135,6 @@ func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
 	j.mu.Lock()
 	if i >= 0 {
 		j.done[i] = true
-		_, n := j.partRange(i)
-		j.since += n
 	}
 	if j.hashing {
 		j.mu.Unlock()
@@ -171,23 +183,33 @@ func (j *fileJob) hashRange(start, end int64, buf []byte) error {
 	return nil
 }
 
-// checkpoint syncs the partial file and records what is on disk, when it
-// is due (or force). The synced, hashed prefix leaves the page cache.
-func (j *fileJob) checkpoint(root *os.Root, o *Options, force bool) error {
+// checkpoint syncs the partial file and records what is on disk: the
+// parts done, the prefix of each part in flight, the hashes' state. The
+// synced, hashed prefix leaves the page cache.
+func (j *fileJob) checkpoint(root *os.Root) error {
 	j.ckptMu.Lock()
 	defer j.ckptMu.Unlock()
+	if !j.dirty.Swap(false) {
+		return nil
+	}
 	j.mu.Lock()
-	if !force && j.since < o.CheckpointBytes && time.Since(j.lastCkpt) < o.CheckpointEvery {
+	if j.fh == nil {
 		j.mu.Unlock()
 		return nil
 	}
 	ck := &checkpoint{ID: j.id, Size: j.f.Size, PartSize: j.partSize, Done: setBits(j.done), Hashed: j.snapAt, HashState: j.snap}
-	j.since, j.lastCkpt = 0, time.Now()
+	for i, d := range j.done {
+		if g := j.got[i].Load(); !d && g > 0 {
+			if ck.Partial == nil {
+				ck.Partial = map[int]int64{}
+			}
+			ck.Partial[i] = g
+		}
+	}
 	fh := j.fh
 	j.mu.Unlock()
-	if fh == nil {
-		return nil
-	}
+	// Everything the snapshot counts was written before it was taken: the
+	// sync makes it durable before the checkpoint says so.
 	if err := datasync(fh); err != nil {
 		return fmt.Errorf("%s: sync: %w", j.f.Path, noSpace(err))
 	}
@@ -198,6 +220,21 @@ func (j *fileJob) checkpoint(root *os.Root, o *Options, force bool) error {
 	return noSpace(writeCheckpoint(root, ck))
 }
 
+// sync makes the whole file durable before it is verified and staged.
+func (j *fileJob) sync() error {
+	j.mu.Lock()
+	fh := j.fh
+	j.mu.Unlock()
+	if fh == nil {
+		return nil
+	}
+	if err := datasync(fh); err != nil {
+		return fmt.Errorf("%s: sync: %w", j.f.Path, noSpace(err))
+	}
+	dropCache(fh, 0, j.f.Size)
+	return nil
+}
+
 // reset forgets everything about the file for a second fetch after a
 // failed verification, returning every part.
 func (j *fileJob) reset(root *os.Root) ([]*part, error) {
@@ -205,7 +242,10 @@ func (j *fileJob) reset(root *os.Root) ([]*part, error) {
 	defer j.mu.Unlock()
 	j.retried = true
 	j.done = make([]bool, j.nparts)
-	j.hashed, j.snap, j.snapAt, j.since = 0, nil, 0, 0
+	j.hashed, j.snap, j.snapAt = 0, nil, 0
+	for i := range j.got {
+		j.got[i].Store(0)
+	}
 	j.hs = newHashSet(j.f)
 	if err := root.Remove(checkpointName(j.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err

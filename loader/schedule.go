@@ -7,6 +7,8 @@ type part struct {
 	job    *fileJob
 	idx    int
 	off, n int64
+	// skip is the prefix of the part an earlier run already wrote.
+	skip int64
 }
 
 // scheduler hands parts to workers, first listed first, and knows when

@@ -169,10 +169,10 @@ func runLoad(ctx context.Context, f *loadFlags) (*loader.Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 	}
-	src, err := newSource(ctx, u, f)
-	if err != nil {
-		return nil, err
+	if u.Scheme == annotations.SchemePVC {
+		return nil, fmt.Errorf("pvc:// models are mounted into the serving container, not loaded: %w", loader.ErrInvalid)
 	}
+	src := &lazySource{mk: func() (loader.Source, error) { return newSource(ctx, u, f) }}
 	return loader.Load(ctx, src, loader.Options{
 		Dest: f.dest, URI: f.uri, Concurrency: f.concurrency, PartSize: part.Value(),
 		StallTimeout: f.stallTimeout, TakeoverAfter: f.takeoverAfter, ProgressEvery: f.progressInterval,

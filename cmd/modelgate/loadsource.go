@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/loader"
@@ -16,6 +17,39 @@ import (
 	"github.com/modelgate/modelgate/loader/oci"
 	"github.com/modelgate/modelgate/loader/s3"
 )
+
+// lazySource builds the scheme's Source on first use: a cache hit never
+// builds it, so it makes no request (not even an S3 or GCS credential
+// probe) and needs no credentials.
+type lazySource struct {
+	once sync.Once
+	mk   func() (loader.Source, error)
+	src  loader.Source
+	err  error
+}
+
+func (l *lazySource) get() (loader.Source, error) {
+	l.once.Do(func() { l.src, l.err = l.mk() })
+	return l.src, l.err
+}
+
+// List implements loader.Source.
+func (l *lazySource) List(ctx context.Context) (*loader.Listing, error) {
+	src, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return src.List(ctx)
+}
+
+// Open implements loader.Source.
+func (l *lazySource) Open(ctx context.Context, f *loader.File, off, n int64) (io.ReadCloser, error) {
+	src, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return src.Open(ctx, f, off, n)
+}
 
 // newSource builds the Source of a parsed model URI. Every scheme reads
 // its credentials from the environment, where the webhook puts the keys

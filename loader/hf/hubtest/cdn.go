@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgate/modelgate/loader/loadertest"
@@ -72,15 +73,16 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+sha+`"`)
-	serveContent(w, r, b.Content)
+	serveContent(w, r, b.Content, &s.bytesServed)
 }
 
 // serveContent serves content with Range support (200, 206, 416) and
 // conditional requests on the ETag already set.
-func serveContent(w http.ResponseWriter, r *http.Request, c loadertest.Content) {
+func serveContent(w http.ResponseWriter, r *http.Request, c loadertest.Content, sent *atomic.Int64) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Accept-Ranges", "bytes")
 	cr := newContentReader(c)
+	cr.sent = sent
 	defer cr.release()
 	http.ServeContent(w, r, "", time.Time{}, cr)
 }
@@ -101,6 +103,7 @@ type contentReader struct {
 	buf    *[]byte
 	bufOff int64
 	bufLen int
+	sent   *atomic.Int64 // counts the bytes handed to the response
 }
 
 func newContentReader(c loadertest.Content) *contentReader {
@@ -131,6 +134,9 @@ func (r *contentReader) Read(p []byte) (int, error) {
 	}
 	n := copy(p, (*r.buf)[r.off-r.bufOff:r.bufLen])
 	r.off += int64(n)
+	if r.sent != nil {
+		r.sent.Add(int64(n))
+	}
 	return n, nil
 }
 

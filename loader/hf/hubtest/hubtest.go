@@ -21,6 +21,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Route names a kind of request, for counters, records and faults.
@@ -74,6 +75,8 @@ type Server struct {
 	hub, cdn *httptest.Server
 	pageSize int
 	secret   []byte // signs CDN URLs
+
+	bytesServed atomic.Int64
 
 	mu       sync.Mutex
 	repos    map[string]*repo
@@ -173,6 +176,10 @@ func (s *Server) Inject(f Fault) {
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &faultState{Fault: f, skip: f.Skip, left: max(f.Times, 1)})
 }
+
+// BytesServed is the number of file content bytes sent so far, by the
+// Hub and the CDN together.
+func (s *Server) BytesServed() int64 { return s.bytesServed.Load() }
 
 // Requests is the number of requests a route received.
 func (s *Server) Requests(r Route) int {

@@ -1,0 +1,261 @@
+// Command bench-loader measures `modelgate load` (the real binary, as the
+// init container runs it) against a floor, side by side in one run: a
+// multi-file model from a fake Hugging Face Hub on loopback (LFS files
+// through its CDN), loaded by the loader and copied by a plain io.Copy of
+// the same bytes from the same server to the same disk. It reports
+// throughput and the ratio to the floor, the loader's peak RSS against
+// its bound (concurrency × part size + 64 MiB), the bytes re-fetched per
+// SIGKILL when a load is killed at random points and resumed, and the time
+// of a cache hit. `make bench-loader` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/modelgate/modelgate/loader"
+	"github.com/modelgate/modelgate/loader/hf/hubtest"
+	"github.com/modelgate/modelgate/loader/loadertest"
+)
+
+func main() {
+	var (
+		binary   = flag.String("modelgate", "bin/modelgate", "the modelgate binary")
+		size     = flag.String("size", "2Gi", "the model's size")
+		files    = flag.Int("files", 8, "the model's weight files")
+		rounds   = flag.Int("rounds", 3, "measured rounds of each (the median is reported)")
+		conc     = flag.Int("concurrency", 16, "the loader's --concurrency")
+		part     = flag.String("part-size", "16Mi", "the loader's --part-size")
+		kills    = flag.Int("kills", 5, "SIGKILLs of the resume measurement")
+		dir      = flag.String("dir", "", "where to write (default: a temporary directory; the same disk for every run)")
+		keepDirs = flag.Bool("keep", false, "keep what was written")
+	)
+	flag.Parse()
+	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-loader:", err)
+		os.Exit(1)
+	}
+}
+
+type bench struct {
+	binary, uri, partSize string
+	conc                  int
+	hub                   *hubtest.Server
+	model                 []hubtest.File
+	total                 int64
+	base                  string
+}
+
+func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool) error {
+	q, err := resource.ParseQuantity(size)
+	if err != nil {
+		return fmt.Errorf("--size: %w", err)
+	}
+	pq, err := resource.ParseQuantity(part)
+	if err != nil {
+		return fmt.Errorf("--part-size: %w", err)
+	}
+	base, err := os.MkdirTemp(dir, "bench-loader-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(base)
+	}
+	b := &bench{binary: binary, uri: "hf://bench/model", partSize: part, conc: conc, hub: hubtest.New(), base: base}
+	defer b.hub.Close()
+	b.model = append(b.model, hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"model_type":"llama"}`))})
+	per := q.Value() / int64(nfiles)
+	for i := range nfiles {
+		b.model = append(b.model, hubtest.File{Path: fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, nfiles),
+			Content: loadertest.Generated(uint64(i)+1, per), LFS: true})
+	}
+	for _, f := range b.model {
+		b.total += f.Content.Size()
+	}
+	b.hub.AddRepo("bench/model", hubtest.OneCommit(b.model...))
+	fmt.Printf("model: %d files, %s (%s on a fake Hub on loopback; LFS files through its CDN)\n",
+		len(b.model), loader.HumanBytes(b.total), b.uri)
+	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n\n", binary, conc, part, rounds)
+
+	var floor, floorSync, load []time.Duration
+	var rss []int64
+	for r := range rounds {
+		d, err := b.floor(fmt.Sprintf("floor-%d", r), false)
+		if err != nil {
+			return err
+		}
+		floor = append(floor, d)
+		d, err = b.floor(fmt.Sprintf("floor-sync-%d", r), true)
+		if err != nil {
+			return err
+		}
+		floorSync = append(floorSync, d)
+		d, m, err := b.load(fmt.Sprintf("load-%d", r), true)
+		if err != nil {
+			return err
+		}
+		load = append(load, d)
+		rss = append(rss, m)
+	}
+	hit, _, err := b.loadInto(filepath.Join(base, "load-0-kept"), true)
+	if err != nil {
+		return err
+	}
+	f, fs, l := median(floor), median(floorSync), median(load)
+	bound := int64(conc)*pq.Value() + 64<<20
+	fmt.Printf("%-34s %9s %12s %8s %12s\n", "", "time", "throughput", "ratio", "peak RSS")
+	row := func(name string, d time.Duration, rss string) {
+		fmt.Printf("%-34s %8.2fs %10s/s %7.2fx %12s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())), f.Seconds()/d.Seconds(), rss)
+	}
+	row("floor: io.Copy per file", f, "")
+	row("floor: io.Copy per file + fsync", fs, "")
+	row("modelgate load", l, fmt.Sprintf("%d MiB", slices.Max(rss)>>20))
+	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", slices.Max(rss)>>20, bound>>20)
+	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.Seconds())
+	return b.killed(kills)
+}
+
+// floor copies every file of the model with one GET and one io.Copy each,
+// as a plain client would, optionally fsyncing each file.
+func (b *bench) floor(name string, sync bool) (time.Duration, error) {
+	dest := filepath.Join(b.base, name)
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dest)
+	client := &http.Client{}
+	commit := hubtest.OneCommit(b.model...).Refs["main"]
+	start := time.Now()
+	for _, f := range b.model {
+		resp, err := client.Get(b.hub.URL() + "/bench/model/resolve/" + commit + "/" + f.Path)
+		if err != nil {
+			return 0, err
+		}
+		out, err := os.Create(filepath.Join(dest, filepath.Base(f.Path)))
+		if err != nil {
+			return 0, err
+		}
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			return 0, err
+		}
+		_ = resp.Body.Close()
+		if sync {
+			if err := out.Sync(); err != nil {
+				return 0, err
+			}
+		}
+		if err := out.Close(); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// load runs the loader into a new directory and removes it after.
+func (b *bench) load(name string, wait bool) (time.Duration, int64, error) {
+	dest := filepath.Join(b.base, name)
+	defer func() {
+		if name != "load-0" {
+			_ = os.RemoveAll(dest)
+		} else {
+			_ = os.Rename(dest, dest+"-kept")
+		}
+	}()
+	return b.loadInto(dest, wait)
+}
+
+func (b *bench) command(dest string) *exec.Cmd {
+	cmd := exec.Command(b.binary, "load", "--uri="+b.uri, "--dest="+dest,
+		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
+	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+b.hub.URL())
+	return cmd
+}
+
+// loadInto runs the loader to completion and returns its time and peak
+// RSS.
+func (b *bench) loadInto(dest string, _ bool) (time.Duration, int64, error) {
+	cmd := b.command(dest)
+	out := &tail{}
+	cmd.Stdout, cmd.Stderr = out, out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("modelgate load: %w\n%s", err, out)
+	}
+	d := time.Since(start)
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	var rss int64
+	if ru != nil {
+		rss = ru.Maxrss << 10
+	}
+	return d, rss, nil
+}
+
+// killed SIGKILLs a load at random points, resuming each time, and
+// reports the bytes fetched again.
+func (b *bench) killed(kills int) error {
+	if kills == 0 {
+		return nil
+	}
+	dest := filepath.Join(b.base, "killed")
+	defer os.RemoveAll(dest)
+	before := b.hub.BytesServed()
+	// Kill points spread over a typical load's duration.
+	d, _, err := b.loadInto(filepath.Join(b.base, "timing"), true)
+	if err != nil {
+		return err
+	}
+	_ = os.RemoveAll(filepath.Join(b.base, "timing"))
+	before = b.hub.BytesServed()
+	r := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // a schedule, not a secret
+	for range kills {
+		cmd := b.command(dest)
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		time.Sleep(time.Duration(float64(d) * (0.1 + 0.5*r.Float64()) / float64(kills) * 2))
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}
+	if _, _, err := b.loadInto(dest, true); err != nil {
+		return err
+	}
+	served := b.hub.BytesServed() - before
+	extra := served - b.total
+	fmt.Printf("resume: %d SIGKILLs at random points, then a run to the end: %s served for a %s model, %s re-fetched in all, %s per kill\n",
+		kills, loader.HumanBytes(served), loader.HumanBytes(b.total), loader.HumanBytes(max(extra, 0)), loader.HumanBytes(max(extra, 0)/int64(kills)))
+	return nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// tail keeps the last 16 KiB of a process's output.
+type tail struct{ b []byte }
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 16<<10 {
+		t.b = t.b[len(t.b)-16<<10:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string { return string(t.b) }
+
+var _ = context.Background
