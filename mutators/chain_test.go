@@ -38,7 +38,9 @@ func freshSettings() annotations.Settings {
 // freshOwns are the parts of the pod spec the mutators record as theirs
 // after a pass with freshInput.
 var freshOwns = []string{
-	"containerPort/server/8000/http", "initContainer/model-loader",
+	"containerPort/server/8000/http",
+	"env/server/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1",
+	"initContainer/model-loader",
 	"limits/server/nvidia.com/gpu=1", "nodeAffinity/Gt/nvidia.com/gpu.memory", "nodeAffinity/In/nvidia.com/gpu.product",
 	"readinessProbe/server", "requests/server/nvidia.com/gpu=1", "startupProbe/server",
 	"toleration/NoSchedule/nvidia.com/gpu", "volume/model-store", "volumeMount/server/model-store",

@@ -38,13 +38,19 @@ var (
 //     or in memory (sized by modelgate.io/model-size), or a shared cache
 //     claim, where each model gets its own sub directory.
 //
+// With a memory cache, the loader's memory request and limit grow by
+// modelgate.io/model-size (see loaderContainer). For an hf:// model that
+// modelgate's loader fetches, the serving container gets HF_HUB_CACHE and
+// HF_HUB_OFFLINE where it does not set them itself (see hfEnv).
+//
 // Credentials reach the loader only, as envFrom the named Secret. A
 // model-loader init container the user wrote is kept as theirs; the volume
 // and the serving mount are still wired.
 //
 // When the model is no longer named (the annotation removed, or the object
-// opted out), the loader and volume an earlier pass created go, with every
-// mount of the volume; when the serving container changes, the mount moves.
+// opted out), the loader, volume and environment an earlier pass created
+// go, with every mount of the volume; when the serving container changes,
+// the mount and environment move.
 type ModelLoader struct{}
 
 var _ Mutator = ModelLoader{}
@@ -84,6 +90,14 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 
 	idx := slices.IndexFunc(spec.InitContainers, isLoader)
 	ours := idx >= 0 && in.Previous.Owned(ownLoader)
+	// The serving environment describes the layout of modelgate's loader;
+	// a loader the user wrote lays out what it likes.
+	var env []corev1.EnvVar
+	if needsLoader && (idx < 0 || ours) && m.URI.Scheme == annotations.SchemeHF {
+		env = hfEnv(m)
+	}
+	changed = setEnv(t, in, c, env) || changed
+
 	switch {
 	case idx >= 0 && !ours:
 		// The user's own loader: theirs to run, never touched.
@@ -110,12 +124,12 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 func isLoader(c corev1.Container) bool { return c.Name == LoaderContainerName }
 
 // removeModel takes out what an earlier pass created for a model no longer
-// named: the loader, and the model-store volume with every mount of it (a
+// named: the serving environment, the loader, and the model-store volume with every mount of it (a
 // mount of a volume the pod lacks would make the object invalid, so this
 // includes mounts the user added to modelgate's volume).
 func removeModel(t *Target, in *Input) bool {
 	spec := t.PodSpec
-	changed := false
+	changed := releaseEnv(t, in, nil)
 	if i := slices.IndexFunc(spec.InitContainers, isLoader); i >= 0 && in.Previous.Owned(ownLoader) {
 		spec.InitContainers = deleteAt(spec.InitContainers, i)
 		changed = true
@@ -309,5 +323,27 @@ func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath stri
 		}
 		c.Resources.Requests[corev1.ResourceEphemeralStorage] = m.Size.DeepCopy()
 	}
+	if m.Size != nil && m.Cache.Medium == annotations.CacheMemory {
+		// The model is written to tmpfs: its pages are charged to the
+		// loader's memory while it runs, and to the pod's for as long as
+		// the pod lives. A limit grows by the size, so that writing the
+		// model does not kill the loader; the request grows by it too, so
+		// the scheduler reserves the room (a pod's request is at least its
+		// largest init container's, for its whole life).
+		addQuantity(&c.Resources.Requests, corev1.ResourceMemory, *m.Size)
+		if _, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			addQuantity(&c.Resources.Limits, corev1.ResourceMemory, *m.Size)
+		}
+	}
 	return c
+}
+
+// addQuantity adds q to l[name], which it creates (from zero) when absent.
+func addQuantity(l *corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) {
+	if *l == nil {
+		*l = corev1.ResourceList{}
+	}
+	sum := (*l)[name].DeepCopy()
+	sum.Add(q)
+	(*l)[name] = sum
 }

@@ -148,11 +148,38 @@ const (
 
 var (
 	// owned and volumeOnly are the Record.Owns of a pass with and without
-	// modelgate's loader, serving from the container "server".
-	owned       = []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"}
+	// modelgate's loader, serving from the container "server"; hfOwned
+	// adds the Hugging Face environment of an hf:// model at /models.
+	owned   = []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"}
+	hfOwned = []string{
+		"env/server/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1",
+		"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store",
+	}
 	volumeOnly  = []string{"volume/model-store", "volumeMount/server/model-store"}
 	llamaLoader = wantLoader(hfLlama, "/models", "", ephemeral("20Gi"))
 )
+
+// hfInjected is modelInjected for an hf:// model that modelgate's loader
+// fetches: the Hugging Face environment goes ahead of container i's own.
+func hfInjected(i int, loader *corev1.Container, v corev1.Volume, mountPath, subPath string) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		modelInjected(i, loader, v, mountPath, subPath)(s)
+		c := &s.Containers[i]
+		c.Env = append([]corev1.EnvVar{
+			{Name: "HF_HUB_CACHE", Value: mountPath + "/.cache/huggingface/hub"},
+			{Name: "HF_HUB_OFFLINE", Value: "1"},
+		}, c.Env...)
+	}
+}
+
+// memoryFor raises the loader's memory request and limit by size, as a
+// memory cache does with testLoaderResources.
+func memoryFor(request, limit string) func(*corev1.Container) {
+	return func(c *corev1.Container) {
+		c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse(request)
+		c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse(limit)
+	}
+}
 
 func TestModelLoader(t *testing.T) {
 	cases := map[string]struct {
@@ -172,9 +199,9 @@ func TestModelLoader(t *testing.T) {
 		wantInvalid []string
 	}{
 		"no model: unchanged": {},
-		"hf model on disk: loader first, sized emptyDir, ephemeral storage": {
+		"hf model on disk: loader first, sized emptyDir, ephemeral storage, HF environment": {
 			model: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
-			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
 		},
 		"s3 model on disk": {
 			model:       modelSettings(s3Llama, sized("16Gi")),
@@ -193,9 +220,21 @@ func TestModelLoader(t *testing.T) {
 				emptyDir("", "8Gi"), "/mnt/weights", ""),
 			wantChanged: true, wantOwns: owned,
 		},
-		"memory cache: tmpfs emptyDir, no ephemeral-storage request": {
-			model:       modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
-			want:        modelInjected(0, wantLoader(hfLlama, "/models", ""), emptyDir(corev1.StorageMediumMemory, "20Gi"), "/models", ""),
+		"memory cache: tmpfs emptyDir, the loader's memory request and limit raised by the size": {
+			model: modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
+			want: hfInjected(0, wantLoader(hfLlama, "/models", "", memoryFor("20992Mi", "22Gi")),
+				emptyDir(corev1.StorageMediumMemory, "20Gi"), "/models", ""),
+			wantChanged: true, wantOwns: hfOwned,
+		},
+		"memory cache without a configured memory limit: the request only": {
+			model: modelSettings(s3Llama, sized("16Gi"), cachedIn(annotations.CacheMemory, "")),
+			options: func(o *LoaderOptions) {
+				o.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}}
+			},
+			want: modelInjected(0, wantLoader(s3Llama, "/models", "", func(c *corev1.Container) {
+				c.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("16Gi")}}
+			}), emptyDir(corev1.StorageMediumMemory, "16Gi"), "/models", ""),
 			wantChanged: true, wantOwns: owned,
 		},
 		"shared cache claim: the model's own sub path for loader and server": {
@@ -246,7 +285,7 @@ func TestModelLoader(t *testing.T) {
 			options: func(o *LoaderOptions) {
 				o.Schemes = map[annotations.Scheme]LoaderImage{annotations.SchemeS3: {Image: "registry.example.com/loaders/s3:2"}}
 			},
-			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
 		},
 		"the user's model-loader is kept as written; volume and mount still wired": {
 			model:  modelSettings(hfLlama, sized("20Gi")),
@@ -255,7 +294,7 @@ func TestModelLoader(t *testing.T) {
 		},
 		"a new model replaces the recorded loader in place": {
 			model: modelSettings(hfLlama, sized("20Gi")), earlier: modelSettings("hf://org/old-model", sized("4Gi")), before: withSetup,
-			want: modelInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: owned,
+			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
 		},
 		"a pvc model after an hf one removes the recorded loader": {
 			model: modelSettings("pvc://models/llama/v3"), earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
@@ -405,5 +444,39 @@ func TestModelLoaderModelRemovedAndRenamed(t *testing.T) {
 				t.Errorf("pod spec (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Opting out (Chain.Revert) removes exactly what ModelLoader added, for
+// each kind of model and cache: the pod spec is the user's again.
+func TestModelLoaderOptOut(t *testing.T) {
+	cases := map[string]struct {
+		model  *annotations.ModelSettings
+		before func(*corev1.PodSpec)
+	}{
+		"hf on disk":                   {model: modelSettings(hfLlama, sized("20Gi")), before: withSetup},
+		"hf in memory, the user's env": {model: modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")), before: withEnv(0, userFoo)},
+		"s3 in memory":                 {model: modelSettings(s3Llama, sized("16Gi"), cachedIn(annotations.CacheMemory, ""))},
+		"a shared cache claim":         {model: modelSettings(hfLlama, cachedIn(annotations.CachePVC, "model-cache"))},
+		"a pvc model":                  {model: modelSettings("pvc://models/llama/v3"), before: withSetup},
+	}
+	for name, tc := range cases {
+		for _, kind := range targetKinds {
+			t.Run(name+"/"+kind, func(t *testing.T) {
+				tg, want := specTarget(kind, tc.before, nil)
+				in := &Input{Operation: Update, Settings: annotations.Settings{Model: tc.model}, Container: 0, Options: testOptions()}
+				res, err := (Chain{ModelLoader{}}).Apply(tg, in)
+				if err != nil || len(res.Changed) == 0 {
+					t.Fatalf("Apply changed %v, err %v; want an injection", res.Changed, err)
+				}
+				changed, err := (Chain{ModelLoader{}}).Revert(tg, &Input{Operation: Update, Options: testOptions()})
+				if err != nil || len(changed) == 0 {
+					t.Fatalf("Revert changed %v, err %v; want the injection taken out", changed, err)
+				}
+				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
+					t.Errorf("pod spec after opting out (-before injection +after):\n%s", diff)
+				}
+			})
+		}
 	}
 }

@@ -23,10 +23,11 @@ import (
 //	readinessProbe/<container>
 //	startupProbe/<container>
 //	containerPort/<container>/<port>/<name>
+//	env/<container>/<name>=<value>
 //
 // Container names and operators hold no '/', so the fields before the last
-// split cleanly; resource names and label keys may hold '/' and come last
-// (a resource name holds no '=').
+// split cleanly; resource names, label keys and environment values may
+// hold '/' and come last (a resource or variable name holds no '=').
 
 // The part kinds.
 const (
@@ -40,11 +41,12 @@ const (
 	partReadinessProbe = "readinessProbe"
 	partStartupProbe   = "startupProbe"
 	partContainerPort  = "containerPort"
+	partEnv            = "env"
 )
 
 // containerParts are the kinds whose second field names a container.
 var containerParts = []string{
-	partVolumeMount, partLimits, partRequests, partReadinessProbe, partStartupProbe, partContainerPort,
+	partVolumeMount, partLimits, partRequests, partReadinessProbe, partStartupProbe, partContainerPort, partEnv,
 }
 
 // part joins a part's fields.

@@ -34,6 +34,11 @@ var settingVariants = map[string]annotations.Settings{
 		Serving:   annotations.ServingSettings{Engine: annotations.EngineTGI, Port: 9000, WarmupTimeoutSeconds: 900},
 	},
 	"a pvc model only": {Container: "server", Model: modelSettings("pvc://models/llama/v3")},
+	"an hf model in memory at another mount": {
+		Container: "server",
+		Model: modelSettings(hfLlama, sized("8Gi"), cachedIn(annotations.CacheMemory, ""),
+			func(m *annotations.ModelSettings) { m.MountPath = "/mnt/m" }),
+	},
 	"GPUs with memory only": {
 		Container: "server", GPU: annotations.GPUSettings{Count: 1, MinMemoryMiB: 40960},
 	},
@@ -211,7 +216,7 @@ func TestPreviousRecordFallsBackToOld(t *testing.T) {
 		t.Errorf("PreviousRecord without old = %v, want empty", got)
 	}
 	got := PreviousRecord(tg, old)
-	if diff := cmp.Diff(owned, got.Owns); diff != "" {
+	if diff := cmp.Diff(hfOwned, got.Owns); diff != "" {
 		t.Errorf("PreviousRecord(old).Owns (-want +got):\n%s", diff)
 	}
 	if !HasRecord(tg, old) || HasRecord(tg, nil) {

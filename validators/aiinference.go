@@ -97,7 +97,8 @@ func modelSettings(m *servingv1.ModelSpec, p *field.Path) (*annotations.ModelSet
 				path, value = p.Child("revision"), m.Revision
 			}
 		}
-		errs = append(errs, field.Invalid(path, value, uerr.Error()))
+		// A signed URL's query is not echoed back (RedactURI).
+		errs = append(errs, field.Invalid(path, annotations.RedactURI(value), uerr.Error()))
 	}
 	out := &annotations.ModelSettings{URI: uri, MountPath: annotations.DefaultModelMount,
 		Cache: annotations.Cache{Medium: annotations.CacheDisk}}

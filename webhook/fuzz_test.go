@@ -60,6 +60,10 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		[]byte(`{"metadata":{"Annotations":{"modelgate.io/inject":"maybe"}}}`),
 		[]byte(`{"metadata":{"creationTimestamp":"9999-12-31T23:59:59-23:59"}}`),
 		[]byte(`{"spec":{"containers":[{"resources":{"limits":{"cpu":"1e1000"}}}]}}`),
+		// An hf:// model: the serving container's environment is patched
+		// around the user's variables, duplicates included.
+		[]byte(`{"metadata":{"annotations":{"modelgate.io/inject":"true","modelgate.io/model":"hf://org/repo","modelgate.io/model-cache":"memory","modelgate.io/model-size":"1Gi"}},`+
+			`"spec":{"containers":[{"name":"server","args":["--model","org/other"],"env":[{"name":"FOO","value":"1"},{"name":"FOO","value":"2"},{"name":"HF_HUB_OFFLINE","value":"0"}]}]}}`),
 	)
 }
 

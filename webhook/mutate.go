@@ -37,7 +37,8 @@ const reservedRule = "reserved-metadata"
 
 // Mutating is the one mutating admission handler: it decodes the object
 // once, decides whether it opted in, builds the mutators' Input and runs the
-// Chain, answering with a JSON patch.
+// Chain, answering with a JSON patch and modelgate's warnings about what it
+// injected ("[modelgate] message", see mutators.Warnings).
 type Mutating struct {
 	chain mutators.Chain
 	// metadataOnly runs on Pod UPDATEs (a Pod's spec is immutable) and on
@@ -220,7 +221,7 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		if m == modeRevert {
 			return admission.Allowed("not opted in"), outcomeSkipped
 		}
-		return admission.Allowed("already injected"), outcomeUnchanged
+		return withWarnings(admission.Allowed("already injected"), m, obj, in), outcomeUnchanged
 	}
 	patch, err := encodePatch(ops)
 	if err != nil {
@@ -230,5 +231,20 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 	if m == modeRevert {
 		return patchResponse(patch, "reverted"), outcomeReverted
 	}
-	return patchResponse(patch, "injected"), outcomeInjected
+	return withWarnings(patchResponse(patch, "injected"), m, obj, in), outcomeInjected
+}
+
+// withWarnings adds modelgate's advice on the injected object to an
+// answer of the full chain (mutators.Warnings), in the form the policies'
+// warnings have: "[modelgate] message". Objects whose spec modelgate did
+// not inject in this pass get none: a Pod a controller stamps from a
+// template was warned about as the template.
+func withWarnings(resp admission.Response, m mode, obj *decoded, in *mutators.Input) admission.Response {
+	if m != modeInject {
+		return resp
+	}
+	for _, w := range mutators.Warnings(obj.target, in) {
+		resp.Warnings = append(resp.Warnings, tagged(warningSource, w))
+	}
+	return resp
 }

@@ -10,6 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -348,4 +351,78 @@ func merged(a, b map[string]string) map[string]string {
 	}
 	maps.Copy(out, b)
 	return out
+}
+
+// TestHandleWarnings checks modelgate's own advice on what it injects:
+// returned as admission warnings in the policies' "[name] message" form,
+// with the patch, on every admission that runs the full chain, and never on
+// a Pod a controller stamps from the template.
+func TestHandleWarnings(t *testing.T) {
+	const (
+		otherModel = `[modelgate] container "server" names the model "meta-llama/Llama-3.1-70B-Instruct" (vllm serve), which is neither ` +
+			`the repository of modelgate.io/model ("meta-llama/Llama-3.1-8B-Instruct") nor a path under modelgate.io/model-mount (/models): ` +
+			`it would serve that model, not the one modelgate loads`
+		lowMemory = `[modelgate] container "server" has a memory limit of 8Gi, below modelgate.io/model-size (20Gi): with modelgate.io/model-cache: memory ` +
+			`the model is a tmpfs whose pages count against the pod's memory once the loader exits; raise the limit to cover the model and the engine`
+	)
+	hf := merged(optIn, map[string]string{annotations.Model: "hf://meta-llama/Llama-3.1-8B-Instruct", annotations.ModelSize: "20Gi"})
+	inMemory := merged(hf, map[string]string{annotations.ModelCache: "memory"})
+	cases := map[string]struct {
+		annos  map[string]string
+		server func(c *corev1.Container)
+		want   []string
+	}{
+		"the annotated model": {
+			annos: hf, server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"} },
+		},
+		"another model": {
+			annos: hf, server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"} },
+			want: []string{otherModel},
+		},
+		"a memory cache over the container's limit": {
+			annos: inMemory,
+			server: func(c *corev1.Container) {
+				c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}
+			},
+			want: []string{lowMemory},
+		},
+		"not opted in": {
+			annos:  map[string]string{annotations.Model: "hf://meta-llama/Llama-3.1-8B-Instruct"},
+			server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"} },
+		},
+	}
+	h := newHandler()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := object("Deployment", nsPlain, builders.Options{TemplateAnnotations: tc.annos}).(*appsv1.Deployment)
+			tc.server(&d.Spec.Template.Spec.Containers[0])
+			req := create(t, d, alice)
+			resp := h.Handle(context.Background(), req)
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			if diff := cmp.Diff(tc.want, resp.Warnings); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+			if tc.annos[annotations.Inject] != "true" {
+				return
+			}
+			injected := applyPatch(t, req.Object.Raw, resp)
+			again := h.Handle(context.Background(), request("Deployment", admissionv1.Update, nsPlain, injected, injected, alice))
+			if len(patchesOf(again)) > 0 {
+				t.Errorf("update of the output patched %v", patchPaths(again))
+			}
+			if diff := cmp.Diff(tc.want, again.Warnings); diff != "" {
+				t.Errorf("warnings on update of the output (-want +got):\n%s", diff)
+			}
+
+			tpl := metasOf(t, "Deployment", injected)[1]
+			pod := object("Pod", nsPlain, builders.Options{Labels: tpl.Labels, Annotations: tpl.Annotations}).(*corev1.Pod)
+			pod.Spec = *decodeAs(t, "Deployment", injected).(*appsv1.Deployment).Spec.Template.Spec.DeepCopy()
+			stamped := h.Handle(context.Background(), create(t, pod, rsCtrl, "system:serviceaccounts"))
+			if !stamped.Allowed || len(stamped.Warnings) > 0 {
+				t.Errorf("a Pod stamped from the template: allowed=%v warnings=%v, want allowed without warnings", stamped.Allowed, stamped.Warnings)
+			}
+		})
+	}
 }

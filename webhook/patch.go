@@ -29,7 +29,7 @@ import (
 // annotations; in the pod spec, initContainers, volumes, tolerations and
 // affinity; and in the serving container, in every container the previous
 // Injected record names and in every container that mounts model-store,
-// resources, volumeMounts, ports, readinessProbe and startupProbe. A
+// resources, env, volumeMounts, ports, readinessProbe and startupProbe. A
 // mutator must change nothing else: the golden tests
 // (webhook/testdata/golden) check the patch against whole expected objects.
 
@@ -47,6 +47,7 @@ type snapshot struct {
 type containerSections struct {
 	index          int
 	resources      corev1.ResourceRequirements
+	env            []corev1.EnvVar
 	volumeMounts   []corev1.VolumeMount
 	ports          []corev1.ContainerPort
 	readinessProbe *corev1.Probe
@@ -57,6 +58,7 @@ func takeSections(i int, c *corev1.Container) containerSections {
 	return containerSections{
 		index:          i,
 		resources:      *c.Resources.DeepCopy(),
+		env:            slices.Clone(c.Env),
 		volumeMounts:   slices.Clone(c.VolumeMounts),
 		ports:          slices.Clone(c.Ports),
 		readinessProbe: c.ReadinessProbe.DeepCopy(),
@@ -128,6 +130,7 @@ func containerOps(ops []jsonpatch.Operation, cp string, before containerSections
 	if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
 		ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
 	}
+	ops = namedListOps(ops, cp+"/env", before.env, c.Env, func(v corev1.EnvVar) string { return v.Name })
 	if !equality.Semantic.DeepEqual(before.volumeMounts, c.VolumeMounts) {
 		ops = fieldOp(ops, cp+"/volumeMounts", len(before.volumeMounts) > 0, len(c.VolumeMounts) > 0, c.VolumeMounts)
 	}
@@ -167,7 +170,8 @@ func mapOp(ops []jsonpatch.Operation, path string, before, after map[string]stri
 	return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
 }
 
-// namedListOps patches a list of named items (init containers, volumes).
+// namedListOps patches a list of named items (init containers, volumes,
+// environment variables).
 // When the items modelgate did not change keep their order, only the
 // changed items are added, replaced or removed, so the others are never
 // re-encoded; otherwise the list is replaced whole.

@@ -19,6 +19,17 @@ func invalid(gk schema.GroupKind, name string, errs field.ErrorList) admission.R
 	return deny(&st)
 }
 
+// warningSource tags modelgate's own admission warnings (about what it
+// injected), as a policy's name tags the policy's.
+const warningSource = "modelgate"
+
+// tagged is a warning in the form "[source] message", on one line: a
+// warning is an HTTP header, which the API server drops when it spans
+// several.
+func tagged(source, msg string) string {
+	return "[" + source + "] " + strings.Join(strings.Fields(msg), " ")
+}
+
 // forbidden answers an object that breaks a rule (403), one line per
 // violation in the form "[rule] message".
 func forbidden(rule string, errs field.ErrorList) admission.Response {

@@ -67,6 +67,19 @@ func FuzzParseModelURI(f *testing.F) {
 		"pvc://models/llama",
 		"https://huggingface.co/x/resolve/main/model.safetensors",
 		"https://user:pass@host/x?sig=1",
+		"https://bucket.s3.us-east-1.amazonaws.com/llama/model.safetensors?X-Amz-Algorithm=AWS4-HMAC-SHA256" +
+			"&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20250101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20250101T000000Z" +
+			"&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024",
+		"https://storage.googleapis.com/models/llama.gguf?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=sa%40p.iam.gserviceaccount.com" +
+			"%2F20250101%2Fauto%2Fstorage%2Fgoog4_request&X-Goog-Expires=900&X-Goog-SignedHeaders=host&X-Goog-Signature=0a1b2c",
+		"https://d111111abcdef8.cloudfront.net/m.gguf?Expires=1735689600&Signature=nitfHRCrtziwO2HwPfWw~yYDhUF5EwRunQA-j19DzZr&Key-Pair-Id=K2JCJMDEHXQW5F",
+		"https://acct.blob.core.windows.net/models/m.gguf?sv=2022-11-02&ss=b&srt=o&sp=r&se=2025-01-01T00:00:00Z&sig=abc%3D",
+		"https://host/m.gguf?a=1;token=t",
+		"https://host/m.gguf?X%2DAmz%2DSignature=x",
+		"https://files.example.com/llama-3.1-8b-q4_k_m.gguf#sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		"https://host/m#sha256=9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08",
+		"https://host/m#access_token=t",
+		"https://host/m?#",
 		"https://[::1]:8443/m%2e%2e/x",
 		"gs://b/p",
 		"junk",
@@ -76,13 +89,22 @@ func FuzzParseModelURI(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_ = redactURI(s)
+		_ = RedactURI(s)
 		u, err := ParseModelURI(s)
 		if err != nil {
 			if u != (ModelURI{}) {
 				t.Fatalf("ParseModelURI(%q) returned %+v with error %v", s, u, err)
 			}
 			return
+		}
+		if u.Scheme == SchemeHTTPS {
+			rest, _, _ := strings.Cut(s, "#")
+			if _, q, ok := strings.Cut(rest, "?"); ok && credentialInQuery(q) != "" {
+				t.Fatalf("ParseModelURI(%q) accepted a credential in the query", s)
+			}
+		}
+		if u.SHA256 != "" && (u.Scheme != SchemeHTTPS || !strings.HasSuffix(s, "#sha256="+u.SHA256)) {
+			t.Fatalf("ParseModelURI(%q).SHA256 = %q, want it only from an https #sha256= fragment", s, u.SHA256)
 		}
 		if u.Raw != s {
 			t.Fatalf("ParseModelURI(%q).Raw = %q", s, u.Raw)

@@ -25,9 +25,11 @@ const (
 	// ModelMount is where serving containers see the model (default
 	// /models), mounted read-only.
 	ModelMount = Prefix + "model-mount"
-	// ModelCache is "disk" (default), "memory" or "pvc:<claim>".
+	// ModelCache is "disk" (default), "memory" or "pvc:<claim>". "memory"
+	// requires ModelSize: the model is a tmpfs charged to the pod's memory.
 	ModelCache = Prefix + "model-cache"
-	// ModelSize is a quantity (16Gi) sizing the cache volume and the loader.
+	// ModelSize is a quantity (16Gi) sizing the cache volume and the
+	// loader's ephemeral storage (disk) or memory (memory cache).
 	ModelSize = Prefix + "model-size"
 	// ModelCredentials names a Secret whose keys become the loader's
 	// environment, and only the loader's.

@@ -200,7 +200,7 @@ func (p Parser) applyProfile(vals map[string]value) (string, field.ErrorList) {
 func valueError(key string, v value, err error) *field.Error {
 	bad := v.raw
 	if key == Model {
-		bad = redactURI(bad)
+		bad = RedactURI(bad)
 	}
 	switch {
 	case v.profile != "":
@@ -259,6 +259,13 @@ func checkRules(vals map[string]value, t *typed, ok map[string]bool) field.Error
 			errs = append(errs, field.Invalid(v.path, v.raw, detail))
 		}
 	}
+	if ok[ModelCache] && t.cache.Medium == CacheMemory && !ok[ModelSize] {
+		// A size that is set but wrong is reported on its own.
+		delete(ok, ModelCache)
+		if v := vals[ModelCache]; v.profile == "" && !has(vals, ModelSize) {
+			errs = append(errs, field.Invalid(v.path, v.raw, memoryNeedsSize))
+		}
+	}
 	if ok[Engine] && t.engine == EngineCustom {
 		var missing []string
 		for _, key := range []string{Port, HealthPath} {
@@ -271,6 +278,16 @@ func checkRules(vals map[string]value, t *typed, ok map[string]bool) field.Error
 		}
 	}
 	return errs
+}
+
+// memoryNeedsSize is why a memory cache needs a size.
+const memoryNeedsSize = "requires " + ModelSize + ": a model kept in memory is a tmpfs volume charged to the " +
+	"pod's memory, and its size sets the volume's limit and the loader's memory"
+
+// has reports whether the object or its profile sets the key.
+func has(vals map[string]value, key string) bool {
+	_, ok := vals[key]
+	return ok
 }
 
 // customEngineError reports an engine "custom" without a port or health

@@ -29,6 +29,7 @@ var testProfiles = map[string]map[string]string{
 		GPUProduct: "H100", GPUMemory: "81920", Port: "9000", HealthPath: "/ready",
 		ModelMount: "/mnt/model", ModelCache: "pvc:shared-cache", ModelSize: "8Gi", ModelCredentials: "hf-token",
 	},
+	"memory-cache":  {ModelCache: "memory"},
 	"custom-port":   {Engine: "custom", Port: "8080"},
 	"custom-engine": {Engine: "custom"},
 	"broken":        {GPU: "many"},
@@ -144,6 +145,25 @@ func TestParserParse(t *testing.T) {
 				Profile: "defaults-only",
 			},
 		},
+		"memory cache with a size": {
+			sources: workload(nil, map[string]string{Model: "s3://models/llama", ModelCache: "memory", ModelSize: "20Gi"}),
+			want: Settings{
+				Model:   &ModelSettings{URI: modelOnly().URI, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheMemory}, Size: qty("20Gi")},
+				Serving: ServingSettings{WarmupTimeoutSeconds: warmup},
+			},
+		},
+		"a profile's memory cache without a size does not apply": {
+			sources: workload(nil, map[string]string{Profile: "memory-cache", Model: "s3://models/llama"}),
+			want:    Settings{Model: modelOnly(), Serving: ServingSettings{WarmupTimeoutSeconds: warmup}, Profile: "memory-cache"},
+		},
+		"a profile's memory cache applies once the object sets a size": {
+			sources: workload(nil, map[string]string{Profile: "memory-cache", Model: "s3://models/llama", ModelSize: "4Gi"}),
+			want: Settings{
+				Model:   &ModelSettings{URI: modelOnly().URI, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheMemory}, Size: qty("4Gi")},
+				Serving: ServingSettings{WarmupTimeoutSeconds: warmup},
+				Profile: "memory-cache",
+			},
+		},
 		"custom engine with a profile port and the object's health path": {
 			sources: workload(nil, map[string]string{Profile: "custom-port", HealthPath: "/ok"}),
 			want: Settings{
@@ -247,11 +267,23 @@ func TestParserParseErrors(t *testing.T) {
 				field.Invalid(tmpl(ModelCache), "memory", "a pvc:// model is mounted directly and has no cache"),
 			},
 		},
+		"memory cache without a size": {
+			sources: workload(map[string]string{Model: "s3://models/llama"}, map[string]string{ModelCache: "memory"}),
+			want: field.ErrorList{field.Invalid(tmpl(ModelCache), "memory",
+				"requires modelgate.io/model-size: a model kept in memory is a tmpfs volume charged to the pod's memory, "+
+					"and its size sets the volume's limit and the loader's memory")},
+		},
+		"memory cache with a bad size: the size's error only": {
+			sources: workload(nil, map[string]string{Model: "s3://models/llama", ModelCache: "memory", ModelSize: "lots"}),
+			want: field.ErrorList{
+				field.Invalid(tmpl(ModelSize), "lots", "must be a size from 1 to 1Pi bytes, such as 16Gi or 500M"),
+			},
+		},
 		"unknown profile": {
 			parser:  Parser{Profiles: testProfiles},
 			sources: workload(map[string]string{Profile: "h100"}, nil),
 			want: field.ErrorList{field.NotSupported(obj(Profile), "h100",
-				[]string{"a100", "broken", "custom-engine", "custom-port", "defaults-only"})},
+				[]string{"a100", "broken", "custom-engine", "custom-port", "defaults-only", "memory-cache"})},
 		},
 		"profile with no profiles configured": {
 			sources: workload(map[string]string{Profile: "a100"}, nil),
@@ -262,6 +294,17 @@ func TestParserParseErrors(t *testing.T) {
 			sources: workload(nil, map[string]string{Profile: "broken"}),
 			want: field.ErrorList{field.Invalid(tmpl(Profile), "broken",
 				`profile "broken" sets modelgate.io/gpu to "many": must be an integer from 1 to 64`)},
+		},
+		"a signed URL: the parameter named, no value echoed": {
+			sources: workload(nil, map[string]string{Model: "https://b.s3.amazonaws.com/m.gguf?X-Amz-Expires=60&X-Amz-Credential=AKIA1&X-Amz-Signature=f00d"}),
+			want: field.ErrorList{field.Invalid(tmpl(Model), "https://b.s3.amazonaws.com/m.gguf?X-Amz-Expires=60&X-Amz-Credential=redacted&X-Amz-Signature=redacted",
+				`must not carry a credential in its query (parameter "X-Amz-Credential"): a credential in a pod spec is readable by anyone `+
+					"who can read the pod; put it in a Secret named by modelgate.io/model-credentials, or use an unsigned URL")},
+		},
+		"a token in a fragment is not echoed": {
+			sources: workload(nil, map[string]string{Model: "https://host/m.gguf#access_token=f00d"}),
+			want: field.ErrorList{field.Invalid(tmpl(Model), "https://host/m.gguf#redacted",
+				"fragment must be #sha256=<64 lower-case hex digits>, the expected SHA-256 of the file (as pip writes it); no other fragment is accepted")},
 		},
 		"credentials in the model are not echoed": {
 			sources: workload(nil, map[string]string{Model: "https://user:secret@host/m"}),

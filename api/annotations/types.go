@@ -38,6 +38,9 @@ type ModelURI struct {
 	// Tag and Digest are the oci reference's tag or sha256 digest.
 	Tag    string `json:"tag,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// SHA256 is the expected SHA-256 of an https file (64 lower-case hex
+	// digits), from a "#sha256=<hex>" fragment; empty when none.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Pinned reports whether the URI names immutable content: an hf commit

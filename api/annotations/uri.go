@@ -39,12 +39,14 @@ const maxRevisionLength = 255
 //	gs://bucket[/path]
 //	hf://org/repo[@revision]
 //	pvc://claim[/sub/path]
-//	https://host[:port]/path[?query]
+//	https://host[:port]/path[?query][#sha256=<64 hex digits>]
 //	oci://registry[:port]/repo(:tag|@sha256:<digest>)
 //
-// Credentials never belong in the URI: they go in the Secret named by
-// modelgate.io/model-credentials. On success Raw is s, Scheme is one of
-// Schemes and Path has no leading slash.
+// Credentials never belong in the URI, as user information or as a
+// signature or token in the query: they go in the Secret named by
+// modelgate.io/model-credentials. The one fragment accepted is an https
+// file's expected digest, "#sha256=<hex>" (ModelURI.SHA256). On success
+// Raw is s, Scheme is one of Schemes and Path has no leading slash.
 func ParseModelURI(s string) (ModelURI, error) {
 	if s == "" {
 		return ModelURI{}, errors.New("must not be empty")
@@ -155,14 +157,20 @@ func parseHTTPSURI(s string) (ModelURI, error) {
 	if u.User != nil {
 		return ModelURI{}, errCredentialsInURI
 	}
+	if key := credentialInQuery(u.RawQuery); key != "" {
+		return ModelURI{}, credentialInQueryError(key)
+	}
 	if u.Host == "" {
 		return ModelURI{}, errors.New("must name a host: https://host/path")
 	}
 	if err := checkHost(u.Hostname(), u.Port()); err != nil {
 		return ModelURI{}, err
 	}
-	if strings.Contains(s, "#") {
-		return ModelURI{}, errors.New("must not have a #fragment")
+	digest := ""
+	if _, frag, ok := strings.Cut(s, "#"); ok {
+		if digest, err = parseDigestFragment(frag); err != nil {
+			return ModelURI{}, err
+		}
 	}
 	p := strings.TrimPrefix(u.Path, "/")
 	if !utf8.ValidString(p) || strings.IndexFunc(p, unicode.IsControl) >= 0 {
@@ -174,7 +182,7 @@ func parseHTTPSURI(s string) (ModelURI, error) {
 	if err := checkRelativePath(p); err != nil {
 		return ModelURI{}, err
 	}
-	return ModelURI{Host: u.Host, Path: p}, nil
+	return ModelURI{Host: u.Host, Path: p, SHA256: digest}, nil
 }
 
 func parseOCIURI(rest string) (ModelURI, error) {
@@ -260,24 +268,6 @@ func checkRelativePath(p string) error {
 		}
 	}
 	return nil
-}
-
-// redactURI hides the user information of a URI, for error messages.
-func redactURI(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok || Scheme(scheme) == SchemeHF {
-		return s // hf uses '@' for the revision
-	}
-	authority, tail, _ := strings.Cut(rest, "/")
-	i := strings.LastIndexByte(authority, '@')
-	if i < 0 {
-		return s
-	}
-	out := scheme + "://redacted@" + authority[i+1:]
-	if len(authority) < len(rest) {
-		out += "/" + tail
-	}
-	return out
 }
 
 // isCommitHash reports whether s is a full git commit hash (40 lower-case

@@ -10,7 +10,25 @@ import (
 const (
 	hfCommit  = "5206a32e0bd3067aef1ce90f5528ade7d866253f"
 	ociDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	// fileDigest is a SHA-256 as an https fragment carries it.
+	fileDigest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	// secret is a credential's value: no message may repeat it.
+	secret = "SECRETabc123"
 )
+
+// credentialRule is the message of a model URI whose query carries a
+// credential, after the parameter's name.
+const credentialRule = "): a credential in a pod spec is readable by anyone who can read the pod; " +
+	"put it in a Secret named by modelgate.io/model-credentials, or use an unsigned URL"
+
+func credentialErr(param string) string {
+	return `must not carry a credential in its query (parameter "` + param + `"` + credentialRule
+}
+
+// fragmentRule is the message of an https model URI with another fragment
+// than its digest.
+const fragmentRule = "fragment must be #sha256=<64 lower-case hex digits>, the expected SHA-256 of the file " +
+	"(as pip writes it); no other fragment is accepted"
 
 func TestParseModelURI(t *testing.T) {
 	cases := map[string]struct {
@@ -50,9 +68,25 @@ func TestParseModelURI(t *testing.T) {
 			in:   "https://huggingface.co/x/resolve/main/model.safetensors",
 			want: ModelURI{Scheme: SchemeHTTPS, Host: "huggingface.co", Path: "x/resolve/main/model.safetensors"},
 		},
-		"https port and signed query": {
-			in:   "https://minio.local:9000/models/m.gguf?X-Amz-Signature=abc&X-Amz-Expires=60",
+		"https port and a query without credentials": {
+			in:   "https://minio.local:9000/models/m.gguf?versionId=3&X-Amz-Expires=60",
 			want: ModelURI{Scheme: SchemeHTTPS, Host: "minio.local:9000", Path: "models/m.gguf"},
+		},
+		"https parameters named like credentials but empty": {
+			in:   "https://host/m.gguf?token=&auth",
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "host", Path: "m.gguf"},
+		},
+		"https Signature without Key-Pair-Id is not CloudFront's": {
+			in:   "https://host/m.gguf?Signature=v2",
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "host", Path: "m.gguf"},
+		},
+		"https digest fragment": {
+			in:   "https://host/models/m.gguf#sha256=" + fileDigest,
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "host", Path: "models/m.gguf", SHA256: fileDigest},
+		},
+		"https query and digest fragment": {
+			in:   "https://host/m.gguf?download=1#sha256=" + fileDigest,
+			want: ModelURI{Scheme: SchemeHTTPS, Host: "host", Path: "m.gguf", SHA256: fileDigest},
 		},
 		"https ipv6": {in: "https://[::1]:8443/m", want: ModelURI{Scheme: SchemeHTTPS, Host: "[::1]:8443", Path: "m"}},
 		"https escaped path": {
@@ -135,7 +169,38 @@ func TestParseModelURIErrors(t *testing.T) {
 		"https bad host":         {in: "https://ho_st/x", wantErr: `host "ho_st" must be a DNS name or an IP address`},
 		"https encoded control":  {in: "https://host/a%0Ab", wantErr: "path must not encode control characters or invalid UTF-8"},
 		"https encoded non-utf8": {in: "https://host/%80", wantErr: "path must not encode control characters or invalid UTF-8"},
-		"https fragment":         {in: "https://host/x#frag", wantErr: "must not have a #fragment"},
+		"https fragment":         {in: "https://host/x#frag", wantErr: fragmentRule},
+		"https empty fragment":   {in: "https://host/x#", wantErr: fragmentRule},
+		"https upper-case digest": {
+			in: "https://host/x#sha256=" + strings.ToUpper(fileDigest), wantErr: fragmentRule,
+		},
+		"https short digest":      {in: "https://host/x#sha256=9f86d081", wantErr: fragmentRule},
+		"https other algorithm":   {in: "https://host/x#md5=0cc175b9c0f1b6a831c399e269772661", wantErr: fragmentRule},
+		"https digest and more":   {in: "https://host/x#sha256=" + fileDigest + "&egg=x", wantErr: fragmentRule},
+		"https token in fragment": {in: "https://host/x#access_token=" + secret, wantErr: fragmentRule},
+		"s3 presigned": {
+			in:      "https://bucket.s3.amazonaws.com/m.gguf?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA" + secret + "&X-Amz-Signature=" + secret,
+			wantErr: credentialErr("X-Amz-Credential"),
+		},
+		"s3 presigned, signature first": {
+			in: "https://minio.local:9000/models/m.gguf?X-Amz-Signature=" + secret + "&X-Amz-Expires=60", wantErr: credentialErr("X-Amz-Signature"),
+		},
+		"s3 session token":       {in: "https://host/m?X-Amz-Security-Token=" + secret, wantErr: credentialErr("X-Amz-Security-Token")},
+		"gcs signed":             {in: "https://storage.googleapis.com/b/m?X-Goog-Signature=" + secret, wantErr: credentialErr("X-Goog-Signature")},
+		"gcs credential":         {in: "https://storage.googleapis.com/b/m?X-Goog-Credential=" + secret, wantErr: credentialErr("X-Goog-Credential")},
+		"cloudfront signed":      {in: "https://d1.cloudfront.net/m?Expires=1&Signature=" + secret + "&Key-Pair-Id=K2", wantErr: credentialErr("Signature")},
+		"cloudfront, pair first": {in: "https://d1.cloudfront.net/m?Key-Pair-Id=K2&Policy=p&Signature=" + secret, wantErr: credentialErr("Signature")},
+		"azure sas":              {in: "https://acct.blob.core.windows.net/c/m?sv=2022-11-02&sp=r&sig=" + secret, wantErr: credentialErr("sig")},
+		"token":                  {in: "https://host/m?token=" + secret, wantErr: credentialErr("token")},
+		"access token":           {in: "https://host/m?access_token=" + secret, wantErr: credentialErr("access_token")},
+		"api key":                {in: "https://host/m?api_key=" + secret, wantErr: credentialErr("api_key")},
+		"apikey":                 {in: "https://host/m?apikey=" + secret, wantErr: credentialErr("apikey")},
+		"auth":                   {in: "https://host/m?auth=" + secret, wantErr: credentialErr("auth")},
+		"password":               {in: "https://host/m?password=" + secret, wantErr: credentialErr("password")},
+		"any letter case":        {in: "https://host/m?x-AMZ-signature=" + secret, wantErr: credentialErr("x-AMZ-signature")},
+		"an escaped name":        {in: "https://host/m?X%2DAmz%2DSignature=" + secret, wantErr: credentialErr("X%2DAmz%2DSignature")},
+		"after a semicolon":      {in: "https://host/m?a=1;sig=" + secret, wantErr: credentialErr("sig")},
+		"with a digest":          {in: "https://host/m?token=" + secret + "#sha256=" + fileDigest, wantErr: credentialErr("token")},
 		"https dot dot":          {in: "https://host/a/%2e%2e/b", wantErr: `path "a/../b" must not contain ".." segments`},
 		"oci no reference":       {in: "oci://ghcr.io/org/model", wantErr: "must name a tag or a digest so the model is reproducible (for example oci://ghcr.io/org/model:v1 or oci://ghcr.io/org/model@sha256:<64 hex digits>)"},
 		"oci port no tag":        {in: "oci://localhost:5000/model", wantErr: "must name a tag or a digest", prefix: true},
@@ -154,6 +219,9 @@ func TestParseModelURIErrors(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseModelURI(tc.in)
+			if err != nil && strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q repeats the credential", err)
+			}
 			if err == nil {
 				t.Fatalf("ParseModelURI(%q) = %+v, want an error", tc.in, got)
 			}
@@ -209,6 +277,15 @@ func TestRedactURI(t *testing.T) {
 		in, want string
 	}{
 		"https user and password": {in: "https://user:pass@host/x", want: "https://redacted@host/x"},
+		"https signed query": {
+			in:   "https://host/x?X-Amz-Expires=60&x-amz-signature=" + secret + "&a=b;SIG=" + secret + "&token",
+			want: "https://host/x?X-Amz-Expires=60&x-amz-signature=redacted&a=b;SIG=redacted&token",
+		},
+		"any Signature":           {in: "https://host/x?Signature=" + secret, want: "https://host/x?Signature=redacted"},
+		"an escaped name":         {in: "https://host/x?access%5Ftoken=" + secret, want: "https://host/x?access%5Ftoken=redacted"},
+		"user, query and digest":  {in: "https://u:p@host/x?token=" + secret + "#sha256=" + fileDigest, want: "https://redacted@host/x?token=redacted#sha256=" + fileDigest},
+		"another fragment":        {in: "https://host/x#access_token=" + secret, want: "https://host/x#redacted"},
+		"hf revision and a token": {in: "hf://org/repo@main?token=" + secret, want: "hf://org/repo@main?token=redacted"},
 		"https token, no path":    {in: "https://tok@host", want: "https://redacted@host"},
 		"oci":                     {in: "oci://u:p@ghcr.io/org/m:v1", want: "oci://redacted@ghcr.io/org/m:v1"},
 		"at sign in the path":     {in: "oci://ghcr.io/org/m@sha256:ab", want: "oci://ghcr.io/org/m@sha256:ab"},
@@ -218,8 +295,8 @@ func TestRedactURI(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := redactURI(tc.in); got != tc.want {
-				t.Errorf("redactURI(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := RedactURI(tc.in); got != tc.want {
+				t.Errorf("RedactURI(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
 	}

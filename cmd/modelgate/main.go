@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	buildversion "github.com/modelgate/modelgate/internal/version"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build, make image and the Dockerfile do). main hands it to
+// internal/version, where the rest of modelgate reads it (the default
+// loader image is this release's).
 var version = "dev"
 
 const usage = `modelgate: admission webhook and policy engine for GPU and AI workloads.
@@ -18,11 +23,17 @@ Usage:
   modelgate render -f FILE   run manifests through the webhooks offline: mutated objects
                              on stdout, decisions on stderr (modelgate render -h for flags)
   modelgate test PATH...     run the Rego tests and declarative case files under PATH
+  modelgate load --uri=URI --dest=DIR
+                             fetch a model into DIR, whole and verified (the model-loader
+                             init container; modelgate load -h for flags and exit codes)
   modelgate migrate          rewrite every AIInference in the storage version (modelgate migrate -h)
   modelgate version          print the version
 `
 
 func main() {
+	if version != "dev" && buildversion.Version == "dev" {
+		buildversion.Version = version
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -38,10 +49,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return render(args[1:], stdin, stdout, stderr)
 	case "test":
 		return test(args[1:], stdout, stderr)
+	case "load":
+		return loadCmd(args[1:], stdout, stderr)
 	case "migrate":
 		return migrateCmd(args[1:], stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, version)
+		fmt.Fprintln(stdout, buildversion.Version)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

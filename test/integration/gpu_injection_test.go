@@ -86,7 +86,15 @@ func expectVLLMInjection(spec *corev1.PodSpec, model string) {
 	Expect(server.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "model-store", MountPath: "/models", ReadOnly: true}))
 	Expect(server.Resources.Limits).To(HaveKeyWithValue(corev1.ResourceName("nvidia.com/gpu"), resource.MustParse("1")))
 	Expect(server.Resources.Requests).To(HaveKeyWithValue(corev1.ResourceName("nvidia.com/gpu"), resource.MustParse("1")))
-	Expect(server.Env).To(BeEmpty(), "credentials and loader settings never reach the serving container")
+	Expect(server.EnvFrom).To(BeEmpty(), "credentials never reach the serving container")
+	if strings.HasPrefix(model, "hf://") {
+		// The engine reads the loader's Hugging Face cache, offline.
+		Expect(server.Env).To(ConsistOf(
+			corev1.EnvVar{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
+			corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"}))
+	} else {
+		Expect(server.Env).To(BeEmpty(), "loader settings never reach the serving container")
+	}
 
 	Expect(spec.Affinity).NotTo(BeNil())
 	terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms

@@ -280,7 +280,35 @@ func TestShippedConfiguration(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &raw); err != nil {
 		t.Fatalf("strict decode: %v", err)
 	}
-	if diff := cmp.Diff(config.New(), &raw); diff != "" {
+	// The loader image is the one default left out: it is the build's own
+	// release, which a file shared by every release cannot name.
+	want := config.New()
+	want.Injection.Loader.Image = ""
+	if diff := cmp.Diff(want, &raw); diff != "" {
 		t.Errorf("shipped configuration leaves defaults unstated (-defaults +file as written):\n%s", diff)
+	}
+}
+
+func TestDefaultLoaderImage(t *testing.T) {
+	cases := map[string]struct {
+		version, want string
+	}{
+		"release":                    {version: "v1.4.2", want: "ghcr.io/modelgate/modelgate:v1.4.2"},
+		"release candidate":          {version: "v1.5.0-rc.1", want: "ghcr.io/modelgate/modelgate:v1.5.0-rc.1"},
+		"go build, go test":          {version: "dev", want: "ghcr.io/modelgate/modelgate:latest"},
+		"between tags":               {version: "v1.4.2-7-g0c1d2e3", want: "ghcr.io/modelgate/modelgate:latest"},
+		"modified tree at a release": {version: "v1.4.2-dirty", want: "ghcr.io/modelgate/modelgate:latest"},
+		"no tag":                     {version: "0c1d2e3", want: "ghcr.io/modelgate/modelgate:latest"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := config.DefaultLoaderImage(tc.version); got != tc.want {
+				t.Errorf("DefaultLoaderImage(%q) = %q, want %q", tc.version, got, tc.want)
+			}
+		})
+	}
+	// Tests are not a release build: New defaults to the newest release.
+	if got, want := config.New().Injection.Loader.Image, "ghcr.io/modelgate/modelgate:latest"; got != want {
+		t.Errorf("New().Injection.Loader.Image = %q, want %q", got, want)
 	}
 }

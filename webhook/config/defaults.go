@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/modelgate/modelgate/internal/version"
 	"github.com/modelgate/modelgate/mutators"
 )
 
@@ -24,8 +25,31 @@ const (
 	DefaultShutdownGracePeriod = 30 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
 	DefaultEvaluationTimeout   = 2 * time.Second
-	DefaultLoaderImage         = "ghcr.io/modelgate/modelgate:latest"
 )
+
+// ImageRepository is where modelgate's own image is published; it is also
+// the default loader's.
+const ImageRepository = "ghcr.io/modelgate/modelgate"
+
+// DevLoaderTag is the loader image tag of a build that is not a release:
+// the newest release's image, since no published image carries the
+// build's own loader.
+const DevLoaderTag = "latest"
+
+// DefaultLoaderImage is the loader image a build of modelgate with the
+// version v defaults to: its own release's image, ImageRepository:<v>,
+// whose `modelgate load` is the one this build's injection is written for.
+// A build that is not a release (see version.IsRelease: "dev", or a git
+// describe between tags or of a modified tree) gets ImageRepository:latest,
+// the newest release, whose loader may differ from the build's; such
+// builds should set injection.loader.image to an image built from the
+// same tree.
+func DefaultLoaderImage(v string) string {
+	if version.IsRelease(v) {
+		return ImageRepository + ":" + v
+	}
+	return ImageRepository + ":" + DevLoaderTag
+}
 
 // DefaultLoaderCommand runs modelgate's own loader.
 var DefaultLoaderCommand = []string{"/modelgate", "load"}
@@ -113,7 +137,7 @@ func Default(c *Configuration) {
 	}
 	l := &in.Loader
 	if l.Image == "" {
-		l.Image = DefaultLoaderImage
+		l.Image = DefaultLoaderImage(version.Version)
 	}
 	if l.Command == nil {
 		l.Command = append([]string(nil), DefaultLoaderCommand...)

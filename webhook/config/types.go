@@ -115,8 +115,9 @@ type Injection struct {
 // Loader configures the model-loader init container.
 type Loader struct {
 	// Image and Command run the loader; modelgate appends --uri=<model>
-	// and --dest=<mount path>. Default: modelgate's own image running
-	// "/modelgate load".
+	// and --dest=<mount path>. Default: modelgate's own image of this
+	// release, ghcr.io/modelgate/modelgate:<version> (a build that is not a
+	// release: :latest; see DefaultLoaderImage), running "/modelgate load".
 	Image   string   `json:"image,omitempty"`
 	Command []string `json:"command,omitempty"`
 	// Schemes overrides Image and Command per model URI scheme (s3, gs, hf,

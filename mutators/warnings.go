@@ -1,0 +1,99 @@
+package mutators
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// Warnings are modelgate's advice on an injected target: what will likely
+// not work as the user meant, one message per problem, in words about what
+// they wrote. Admission goes on; the webhook returns them as admission
+// warnings. It reads the target as the chain left it, and warns when
+//
+//   - the serving container names a model (see ModelReferences) that is
+//     neither the annotated hf:// repository nor a path under the model
+//     mount: the engine would serve that model and leave the loaded one
+//     unused;
+//   - the model is kept in memory and the serving container's memory limit
+//     is below the model's size: the tmpfs pages count against the pod's
+//     memory once the loader exits.
+func Warnings(t *Target, in *Input) []string {
+	m := in.Settings.Model
+	if m == nil || in.Container < 0 || in.Container >= len(t.PodSpec.Containers) {
+		return nil
+	}
+	c := &t.PodSpec.Containers[in.Container]
+	var out []string
+	for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
+		if !servesModel(m, c.WorkingDir, r.Value) {
+			out = append(out, otherModelWarning(c.Name, m, r))
+		}
+	}
+	if w := memoryLimitWarning(c, m, in.Options); w != "" {
+		out = append(out, w)
+	}
+	return out
+}
+
+// servesModel reports whether a model the container names is the one
+// modelgate loads: the hf:// repository (case-sensitive, as the Hub is) or
+// a path under the mount, relative paths taken from the container's
+// working directory. A relative path starting with '.' without a working
+// directory depends on the image's, which modelgate cannot see: it is
+// given the benefit of the doubt.
+func servesModel(m *annotations.ModelSettings, workingDir, value string) bool {
+	if m.URI.Scheme == annotations.SchemeHF && value == m.URI.Path {
+		return true
+	}
+	p := value
+	if !path.IsAbs(p) {
+		if !path.IsAbs(workingDir) {
+			return strings.HasPrefix(p, ".")
+		}
+		p = path.Join(workingDir, p)
+	}
+	p = path.Clean(p)
+	return p == m.MountPath || strings.HasPrefix(p, m.MountPath+"/")
+}
+
+// maxWarnedValue bounds how much of a value a warning repeats.
+const maxWarnedValue = 128
+
+func otherModelWarning(container string, m *annotations.ModelSettings, r ModelReference) string {
+	v := r.Value
+	if len(v) > maxWarnedValue {
+		v = v[:maxWarnedValue] + "..."
+	}
+	if m.URI.Scheme == annotations.SchemeHF {
+		return fmt.Sprintf("container %q names the model %q (%s), which is neither the repository of %s (%q) "+
+			"nor a path under %s (%s): it would serve that model, not the one modelgate loads",
+			container, v, r.Source, annotations.Model, m.URI.Path, annotations.ModelMount, m.MountPath)
+	}
+	return fmt.Sprintf("container %q names the model %q (%s), which is not a path under %s (%s), "+
+		"where modelgate loads %s: it would serve that model, not the one modelgate loads",
+		container, v, r.Source, annotations.ModelMount, m.MountPath, annotations.Model)
+}
+
+// memoryLimitWarning warns when a model kept in memory is larger than the
+// serving container's memory limit; empty when it is not.
+func memoryLimitWarning(c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
+	if m.Size == nil || o == nil {
+		return ""
+	}
+	v, _, _ := modelVolume(m, o.Loader)
+	if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+		return ""
+	}
+	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
+	if !ok || limit.Cmp(*m.Size) >= 0 {
+		return ""
+	}
+	return fmt.Sprintf("container %q has a memory limit of %s, below %s (%s): with %s: %s the model is a tmpfs "+
+		"whose pages count against the pod's memory once the loader exits; raise the limit to cover the model and the engine",
+		c.Name, limit.String(), annotations.ModelSize, m.Size.String(), annotations.ModelCache, annotations.CacheMemory)
+}

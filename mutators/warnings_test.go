@@ -1,0 +1,133 @@
+package mutators
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+func TestWarnings(t *testing.T) {
+	const (
+		hfOther = `container "server" names the model "meta-llama/Llama-3.1-70B-Instruct" (vllm serve), which is neither ` +
+			`the repository of modelgate.io/model ("meta-llama/Llama-3.1-8B-Instruct") nor a path under modelgate.io/model-mount (/models): ` +
+			`it would serve that model, not the one modelgate loads`
+		memoryLow = `container "server" has a memory limit of 16Gi, below modelgate.io/model-size (20Gi): with modelgate.io/model-cache: memory ` +
+			`the model is a tmpfs whose pages count against the pod's memory once the loader exits; raise the limit to cover the model and the engine`
+	)
+	memory := modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, ""))
+	memoryLimit := func(q string) func(*corev1.Container) {
+		return func(c *corev1.Container) {
+			c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
+		}
+	}
+	cases := map[string]struct {
+		model     *annotations.ModelSettings
+		container int // NoContainer for none; 0 unless set
+		options   func(*LoaderOptions)
+		server    func(*corev1.Container)
+		want      []string
+	}{
+		"no model": {server: func(c *corev1.Container) { c.Args = []string{"--model", "org/x"} }},
+		"no serving container": {
+			model: modelSettings(hfLlama), container: NoContainer,
+			server: func(c *corev1.Container) { c.Args = []string{"--model", "org/x"} },
+		},
+		"names nothing": {model: modelSettings(hfLlama)},
+		"hf: the repository": {
+			model:  modelSettings(hfLlama + "@main"),
+			server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"} },
+		},
+		"hf: the mount path": {
+			model: modelSettings(hfLlama), server: func(c *corev1.Container) { c.Args = []string{"--model=/models"} },
+		},
+		"hf: a path under the mount, not clean": {
+			model: modelSettings(hfLlama), server: func(c *corev1.Container) { c.Args = []string{"--model", "/models/./sub/../x/"} },
+		},
+		"hf: another repository": {
+			model:  modelSettings(hfLlama),
+			server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"} },
+			want:   []string{hfOther},
+		},
+		"hf: the repository in another letter case is another repository": {
+			model:  modelSettings(hfLlama),
+			server: func(c *corev1.Container) { c.Args = []string{"--model", "meta-llama/llama-3.1-8b-instruct"} },
+			want: []string{`container "server" names the model "meta-llama/llama-3.1-8b-instruct" (--model), which is neither ` +
+				`the repository of modelgate.io/model ("meta-llama/Llama-3.1-8B-Instruct") nor a path under modelgate.io/model-mount (/models): ` +
+				`it would serve that model, not the one modelgate loads`},
+		},
+		"a path that only starts like the mount": {
+			model:  modelSettings(s3Llama),
+			server: func(c *corev1.Container) { c.Args = []string{"--model-path=/models2/llama"} },
+			want: []string{`container "server" names the model "/models2/llama" (--model-path), which is not a path under ` +
+				`modelgate.io/model-mount (/models), where modelgate loads modelgate.io/model: it would serve that model, not the one modelgate loads`},
+		},
+		"s3: a Hub repository": {
+			model: modelSettings(s3Llama),
+			server: func(c *corev1.Container) {
+				c.Env = []corev1.EnvVar{{Name: "MODEL_ID", Value: "meta-llama/Llama-3.1-8B-Instruct"}}
+			},
+			want: []string{`container "server" names the model "meta-llama/Llama-3.1-8B-Instruct" (env MODEL_ID), which is not a path under ` +
+				`modelgate.io/model-mount (/models), where modelgate loads modelgate.io/model: it would serve that model, not the one modelgate loads`},
+		},
+		"pvc: under another mount path": {
+			model:  modelSettings("pvc://models/llama", func(m *annotations.ModelSettings) { m.MountPath = "/mnt/m" }),
+			server: func(c *corev1.Container) { c.Args = []string{"--model-id", "/mnt/m/llama"} },
+		},
+		"relative to the working directory": {
+			model: modelSettings(s3Llama),
+			server: func(c *corev1.Container) {
+				c.WorkingDir = "/models"
+				c.Command = []string{"vllm", "serve", "."}
+			},
+		},
+		"relative with '.' and no working directory: the benefit of the doubt": {
+			model: modelSettings(s3Llama), server: func(c *corev1.Container) { c.Command = []string{"vllm", "serve", "./weights"} },
+		},
+		"every mismatch, once each": {
+			model: modelSettings(hfLlama),
+			server: func(c *corev1.Container) {
+				c.Command = []string{"sh", "-c", "vllm serve meta-llama/Llama-3.1-70B-Instruct --model meta-llama/Llama-3.1-70B-Instruct"}
+			},
+			want: []string{hfOther, `container "server" names the model "meta-llama/Llama-3.1-70B-Instruct" (--model), which is neither ` +
+				`the repository of modelgate.io/model ("meta-llama/Llama-3.1-8B-Instruct") nor a path under modelgate.io/model-mount (/models): ` +
+				`it would serve that model, not the one modelgate loads`},
+		},
+		"memory cache, limit below the size":    {model: memory, server: memoryLimit("16Gi"), want: []string{memoryLow}},
+		"memory cache, limit equal to the size": {model: memory, server: memoryLimit("20Gi")},
+		"memory cache, no limit":                {model: memory},
+		"disk cache, limit below the size":      {model: modelSettings(hfLlama, sized("20Gi")), server: memoryLimit("16Gi")},
+		"memory cache of an oci image volume: no tmpfs": {
+			model:   modelSettings("oci://ghcr.io/org/model:v1", sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
+			options: func(o *LoaderOptions) { o.ImageVolumes = true }, server: memoryLimit("1Gi"),
+		},
+		"both": {
+			model: memory,
+			server: func(c *corev1.Container) {
+				memoryLimit("16Gi")(c)
+				c.Command = []string{"vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct"}
+			},
+			want: []string{hfOther, memoryLow},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg, _ := specTarget("Pod", func(s *corev1.PodSpec) {
+				if tc.server != nil {
+					tc.server(&s.Containers[0])
+				}
+			}, nil)
+			opts := testOptions()
+			if tc.options != nil {
+				tc.options(&opts.Loader)
+			}
+			in := &Input{Settings: annotations.Settings{Model: tc.model}, Container: tc.container, Options: opts}
+			if diff := cmp.Diff(tc.want, Warnings(tg, in)); diff != "" {
+				t.Errorf("Warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
