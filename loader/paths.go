@@ -64,13 +64,15 @@ func RelativeKey(prefix, key string) (rel string, ok bool) {
 	if prefix == "" {
 		return key, key != ""
 	}
-	if strings.HasSuffix(prefix, "/") {
-		rel, ok = strings.CutPrefix(key, prefix)
-		return rel, ok && rel != ""
-	}
-	if key == prefix {
+	if key == prefix && !strings.HasSuffix(prefix, "/") {
 		return path.Base(key), true
 	}
-	rel, ok = strings.CutPrefix(key, prefix+"/")
-	return rel, ok && rel != ""
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	rel, ok = strings.CutPrefix(key, prefix)
+	if !ok || rel == "" {
+		return "", false
+	}
+	return rel, true
 }
