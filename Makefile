@@ -152,6 +152,10 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 	$(GO) build -o $(LOCALBIN)/bench-e2e ./hack/benche2e
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2}
 
+.PHONY: bench-loader
+bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model from a fake Hub on loopback against an io.Copy floor, in one run: throughput, peak RSS, re-fetch per SIGKILL, cache hit.
+	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	@for pkg in $$($(GO) list $(GO_PACKAGES)); do \
