@@ -34,6 +34,13 @@ type engine struct {
 	// ckptDue wakes the checkpointer when it reaches CheckpointBytes.
 	sinceCkpt atomic.Int64
 	ckptDue   chan struct{}
+	// unsynced counts the bytes written that no finished checkpoint
+	// covers yet; workers wait while it is over MaxUnsynced, so that a
+	// disk slower than the network bounds the dirty page cache and what
+	// a kill loses, instead of both growing with the model.
+	unsynced atomic.Int64
+	syncMu   sync.Mutex
+	synced   chan struct{} // closed after each checkpoint round
 
 	mu      sync.Mutex
 	results map[string]*doneRecord // by file id
@@ -50,6 +57,7 @@ func (e *engine) run(ctx context.Context, jobs []*fileJob, parts []*part) error 
 	e.sched = newScheduler()
 	e.dog = newWatchdog(e.o.StallTimeout)
 	e.ckptDue = make(chan struct{}, 1)
+	e.synced = make(chan struct{})
 	go e.dog.run(ctx)
 	ckptDone := make(chan struct{})
 	go func() {
@@ -146,6 +154,9 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 		}
 		defer rc.Close()
 		for got < p.n {
+			if err := e.throttle(rctx); err != nil {
+				return e.requestError(rctx, j, err)
+			}
 			k, rerr := rc.Read(buf[:min(int64(len(buf)), p.n-got)])
 			if k > 0 {
 				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
@@ -156,6 +167,7 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 				j.dirty.Store(true)
 				e.fetched.Add(int64(k))
 				e.written.Add(int64(k))
+				e.unsynced.Add(int64(k))
 				if e.sinceCkpt.Add(int64(k)) >= e.o.CheckpointBytes {
 					select {
 					case e.ckptDue <- struct{}{}:
@@ -179,6 +191,9 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: bytes %d-%d: %w", j.f.Path, p.off, p.off+p.n-1, err)
 	}
+	// Start writing the part to disk now: the next checkpoint's sync, and
+	// the file's final one, then have little left to wait for.
+	startWriteback(j.fh, p.off, p.n)
 	return nil
 }
 
@@ -206,14 +221,44 @@ func (e *engine) checkpointer(ctx context.Context, jobs []*fileJob) {
 		if e.sinceCkpt.Swap(0) == 0 {
 			continue
 		}
+		covered := e.unsynced.Load()
 		last = time.Now()
+		// In parallel: a file with much to sync does not hold back the
+		// others' checkpoints.
+		var wg sync.WaitGroup
 		for _, j := range jobs {
-			if err := j.checkpoint(e.root); err != nil {
-				e.fail(err)
-				return
-			}
+			wg.Go(func() {
+				if err := j.checkpoint(e.root); err != nil {
+					e.fail(err)
+				}
+			})
+		}
+		wg.Wait()
+		e.unsynced.Add(-covered)
+		e.syncMu.Lock()
+		close(e.synced)
+		e.synced = make(chan struct{})
+		e.syncMu.Unlock()
+	}
+}
+
+// throttle waits while more than MaxUnsynced bytes await a checkpoint.
+func (e *engine) throttle(ctx context.Context) error {
+	for e.unsynced.Load() > e.o.MaxUnsynced {
+		e.syncMu.Lock()
+		ch := e.synced
+		e.syncMu.Unlock()
+		select {
+		case e.ckptDue <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-ch:
 		}
 	}
+	return nil
 }
 
 // requestError says why a request failed: a stall (retried, then a

@@ -34,10 +34,15 @@ type Options struct {
 	PartSize int64
 	// CheckpointBytes and CheckpointEvery say when a file's progress is
 	// synced and recorded: after this many new bytes on disk or this long,
-	// whichever comes first (default 64 MiB, 2 s). A kill re-fetches at
-	// most that much of a file, plus the parts in flight.
+	// whichever comes first (default 32 MiB, 2 s), for every file in
+	// progress at once.
 	CheckpointBytes int64
 	CheckpointEvery time.Duration
+	// MaxUnsynced bounds the bytes written but not yet synced and
+	// recorded: fetching pauses above it (default 4 × CheckpointBytes).
+	// A disk slower than the network then paces the load, and neither the
+	// dirty page cache nor what a kill loses grows with the model.
+	MaxUnsynced int64
 	// StallTimeout cancels and retries a request that receives no byte
 	// for this long (default 60 s).
 	StallTimeout time.Duration
@@ -72,10 +77,13 @@ func (o *Options) defaults() error {
 		o.PartSize = 16 << 20
 	}
 	if o.CheckpointBytes <= 0 {
-		o.CheckpointBytes = 64 << 20
+		o.CheckpointBytes = 32 << 20
 	}
 	if o.CheckpointEvery <= 0 {
 		o.CheckpointEvery = 2 * time.Second
+	}
+	if o.MaxUnsynced <= 0 {
+		o.MaxUnsynced = 4 * o.CheckpointBytes
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute

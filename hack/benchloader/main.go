@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -220,14 +223,23 @@ func (b *bench) killed(kills int) error {
 	_ = os.RemoveAll(filepath.Join(b.base, "timing"))
 	before = b.hub.BytesServed()
 	r := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // a schedule, not a secret
+	var lost, dropped int64
 	for range kills {
+		safe, servedBefore := onDisk(dest), b.hub.BytesServed()
 		cmd := b.command(dest)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
 		time.Sleep(time.Duration(float64(d) * (0.1 + 0.5*r.Float64()) / float64(kills) * 2))
+		wrote := writtenBy(cmd.Process.Pid)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
+		kept := onDisk(dest) - safe
+		// What the server sent in the run and the run did not keep (bytes
+		// still in socket buffers count as sent), and what the loader
+		// itself wrote to disk and its checkpoints did not record.
+		lost += (b.hub.BytesServed() - servedBefore) - kept
+		dropped += wrote - kept
 	}
 	if _, _, err := b.loadInto(dest, true); err != nil {
 		return err
@@ -236,7 +248,61 @@ func (b *bench) killed(kills int) error {
 	extra := served - b.total
 	fmt.Printf("resume: %d SIGKILLs at random points, then a run to the end: %s served for a %s model, %s re-fetched in all, %s per kill\n",
 		kills, loader.HumanBytes(served), loader.HumanBytes(b.total), loader.HumanBytes(max(extra, 0)), loader.HumanBytes(max(extra, 0)/int64(kills)))
+	fmt.Printf("        sent by the server in a killed run and not kept: %s per kill; written by the loader and not recorded: %s per kill\n",
+		loader.HumanBytes(max(lost, 0)/int64(kills)), loader.HumanBytes(max(dropped, 0)/int64(kills)))
 	return nil
+}
+
+// writtenBy is the bytes a process wrote so far (wchar of /proc/<pid>/io:
+// the model's bytes, and its small checkpoints and requests).
+func writtenBy(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			n, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return n
+}
+
+// onDisk is what a resumed load keeps of dest: finished files and, from
+// the checkpoints, the parts and part prefixes recorded.
+func onDisk(dest string) int64 {
+	var n int64
+	done, _ := filepath.Glob(filepath.Join(dest, loader.StateDir, "done", "*.json"))
+	for _, p := range done {
+		var d struct{ Files []struct{ Size int64 } }
+		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &d) == nil {
+			for _, f := range d.Files {
+				n += f.Size
+			}
+		}
+	}
+	cks, _ := filepath.Glob(filepath.Join(dest, loader.StateDir, "partial", "*.json"))
+	for _, p := range cks {
+		var c struct {
+			Size, PartSize int64
+			Done           []byte
+			Partial        map[int]int64
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.PartSize <= 0 {
+			continue
+		}
+		for i := int64(0); i*c.PartSize < c.Size; i++ {
+			if int(i/8) < len(c.Done) && c.Done[i/8]&(1<<(i%8)) != 0 {
+				n += min(c.PartSize, c.Size-i*c.PartSize)
+			}
+		}
+		for _, g := range c.Partial {
+			n += g
+		}
+	}
+	return n
 }
 
 func median(ds []time.Duration) time.Duration {
