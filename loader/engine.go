@@ -157,6 +157,7 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 			if err := e.throttle(rctx); err != nil {
 				return e.requestError(rctx, j, err)
 			}
+			w.touch() // waiting for the disk is not a stall of the source
 			k, rerr := rc.Read(buf[:min(int64(len(buf)), p.n-got)])
 			if k > 0 {
 				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
