@@ -154,10 +154,9 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 		}
 		defer rc.Close()
 		for got < p.n {
-			if err := e.throttle(rctx); err != nil {
+			if err := e.throttle(rctx, w); err != nil {
 				return e.requestError(rctx, j, err)
 			}
-			w.touch() // waiting for the disk is not a stall of the source
 			k, rerr := rc.Read(buf[:min(int64(len(buf)), p.n-got)])
 			if k > 0 {
 				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
@@ -244,8 +243,10 @@ func (e *engine) checkpointer(ctx context.Context, jobs []*fileJob) {
 }
 
 // throttle waits while more than MaxUnsynced bytes await a checkpoint.
-func (e *engine) throttle(ctx context.Context) error {
+// Waiting for the disk is not a stall of the source: w is kept alive.
+func (e *engine) throttle(ctx context.Context, w *watch) error {
 	for e.unsynced.Load() > e.o.MaxUnsynced {
+		w.touch()
 		e.syncMu.Lock()
 		ch := e.synced
 		e.syncMu.Unlock()
@@ -257,8 +258,10 @@ func (e *engine) throttle(ctx context.Context) error {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		case <-ch:
+		case <-time.After(e.o.StallTimeout / 4):
 		}
 	}
+	w.touch()
 	return nil
 }
 
