@@ -139,6 +139,9 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 	j := p.job
 	got := p.skip
+	if got >= p.n {
+		return nil
+	}
 	err := e.o.Retry.Do(ctx, func(ctx context.Context) error {
 		if j.f.Sequential && got > 0 {
 			e.written.Add(-got)

@@ -83,7 +83,11 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 		for i, g := range ck.Partial {
 			if i >= 0 && i < j.nparts && !j.done[i] {
 				_, n := j.partRange(i)
-				j.got[i].Store(min(max(g, 0), n))
+				if g >= n {
+					j.done[i] = true // whole, killed before it was marked
+					continue
+				}
+				j.got[i].Store(max(g, 0))
 			}
 		}
 		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.hs.restore(ck.HashState) {
