@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -93,19 +94,24 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 		len(b.model), loader.HumanBytes(b.total), b.uri)
 	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n\n", binary, conc, part, rounds)
 
-	var floor, floorSync, load []time.Duration
+	var floor, floorSync, floorHash, load []time.Duration
 	var rss []int64
 	for r := range rounds {
-		d, err := b.floor(fmt.Sprintf("floor-%d", r), false)
+		d, err := b.floor(fmt.Sprintf("floor-%d", r), false, false)
 		if err != nil {
 			return err
 		}
 		floor = append(floor, d)
-		d, err = b.floor(fmt.Sprintf("floor-sync-%d", r), true)
+		d, err = b.floor(fmt.Sprintf("floor-sync-%d", r), true, false)
 		if err != nil {
 			return err
 		}
 		floorSync = append(floorSync, d)
+		d, err = b.floor(fmt.Sprintf("floor-hash-%d", r), true, true)
+		if err != nil {
+			return err
+		}
+		floorHash = append(floorHash, d)
 		d, m, err := b.load(fmt.Sprintf("load-%d", r), true)
 		if err != nil {
 			return err
@@ -117,7 +123,7 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 	if err != nil {
 		return err
 	}
-	f, fs, l := median(floor), median(floorSync), median(load)
+	f, fs, fh, l := median(floor), median(floorSync), median(floorHash), median(load)
 	bound := int64(conc)*pq.Value() + 64<<20
 	fmt.Printf("%-34s %9s %12s %8s %12s\n", "", "time", "throughput", "ratio", "peak RSS")
 	row := func(name string, d time.Duration, rss string) {
@@ -125,6 +131,7 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 	}
 	row("floor: io.Copy per file", f, "")
 	row("floor: io.Copy per file + fsync", fs, "")
+	row("floor: + sha256 of each file", fh, "")
 	row("modelgate load", l, fmt.Sprintf("%d MiB", slices.Max(rss)>>20))
 	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", slices.Max(rss)>>20, bound>>20)
 	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.Seconds())
@@ -132,8 +139,9 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 }
 
 // floor copies every file of the model with one GET and one io.Copy each,
-// as a plain client would, optionally fsyncing each file.
-func (b *bench) floor(name string, sync bool) (time.Duration, error) {
+// as a plain client would, optionally fsyncing and hashing each file (the
+// work the loader cannot skip: durability and verification).
+func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 	dest := filepath.Join(b.base, name)
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return 0, err
@@ -151,7 +159,11 @@ func (b *bench) floor(name string, sync bool) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := io.Copy(out, resp.Body); err != nil {
+		var w io.Writer = out
+		if hash {
+			w = io.MultiWriter(out, sha256.New())
+		}
+		if _, err := io.Copy(w, resp.Body); err != nil {
 			return 0, err
 		}
 		_ = resp.Body.Close()
