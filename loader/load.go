@@ -48,8 +48,10 @@ type Options struct {
 	StallTimeout time.Duration
 	// Retry is the policy for listings and parts (default DefaultRetry).
 	Retry RetryPolicy
-	// Host identifies this Pod (default the host name) and Holder this
-	// loader (default Host and a random suffix) in the lock.
+	// Host identifies this Pod (`modelgate load` passes the Pod's UID; the
+	// default is the host name) and Holder this loader (default Host and a
+	// random suffix) in the lock: a holder with this loader's Host is this
+	// Pod's earlier, dead loader.
 	Host, Holder string
 	// TakeoverAfter is how long a holder may make no progress before a
 	// waiting loader takes over (default 3 minutes).

@@ -278,6 +278,10 @@ func ensureMount(c *corev1.Container, want corev1.VolumeMount) (bool, error) {
 	return true, nil
 }
 
+// LoaderPodUIDEnv is the loader's environment variable holding its Pod's
+// UID (`modelgate load` reads it: docs/loader.md).
+const LoaderPodUIDEnv = "MODELGATE_POD_UID"
+
 // loaderContainer builds the model-loader init container.
 func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath string) corev1.Container {
 	img := LoaderImage{Image: o.Image, Command: o.Command}
@@ -306,6 +310,11 @@ func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath stri
 		// changes nothing.
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		// The loader's identity in a shared cache's lock: the Pod, not the
+		// host name, which hostNetwork Pods share with the node.
+		Env: []corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"},
+		}}},
 	}
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = corev1.PullIfNotPresent

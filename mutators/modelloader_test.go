@@ -77,6 +77,8 @@ func wantLoader(uri, dest, subPath string, edits ...func(*corev1.Container)) *co
 		},
 		TerminationMessagePath:   "/dev/termination-log",
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Env: []corev1.EnvVar{{Name: "MODELGATE_POD_UID", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"}}}},
 	}
 	for _, e := range edits {
 		e(c)

@@ -177,6 +177,8 @@ func runLoad(ctx context.Context, f *loadFlags) (*loader.Result, error) {
 		Dest: f.dest, URI: f.uri, Concurrency: f.concurrency, PartSize: part.Value(),
 		StallTimeout: f.stallTimeout, TakeoverAfter: f.takeoverAfter, ProgressEvery: f.progressInterval,
 		Extract: extract, Version: version,
+		// The Pod, as the webhook passes it: the lock's identity.
+		Host: os.Getenv("MODELGATE_POD_UID"),
 	})
 }
 
