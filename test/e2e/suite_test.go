@@ -45,6 +45,9 @@ const team = "research"
 
 var (
 	gpuCluster *cluster.Cluster
+	// modelgatePath is the modelgate binary under test (-modelgate, or
+	// bin/modelgate).
+	modelgatePath string
 	// k8s acts as the developer (a cluster admin with a client certificate).
 	k8s client.Client
 	// nodes are the fake nodes by name.
@@ -60,6 +63,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	_, err = os.Stat(binary)
 	Expect(err).NotTo(HaveOccurred(), "the modelgate binary: run `make build` (or `make test-e2e`)")
+	modelgatePath, err = filepath.Abs(binary)
+	Expect(err).NotTo(HaveOccurred())
 
 	dir, err := os.MkdirTemp("", "modelgate-e2e-")
 	Expect(err).NotTo(HaveOccurred())
