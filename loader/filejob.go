@@ -262,7 +262,11 @@ func (j *fileJob) reset(root *os.Root) ([]*part, error) {
 	return out, nil
 }
 
+// close closes the partial file, after any checkpoint still syncing it
+// (checkpoint holds ckptMu while it uses the file outside mu).
 func (j *fileJob) close() {
+	j.ckptMu.Lock()
+	defer j.ckptMu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.fh != nil {
