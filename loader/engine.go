@@ -153,12 +153,12 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 		defer e.dog.remove(w)
 		rc, err := e.src.Open(rctx, j.f, p.off+got, p.n-got)
 		if err != nil {
-			return e.requestError(rctx, j, err)
+			return e.requestError(rctx, err)
 		}
 		defer rc.Close()
 		for got < p.n {
 			if err := e.throttle(rctx, w); err != nil {
-				return e.requestError(rctx, j, err)
+				return e.requestError(rctx, err)
 			}
 			k, rerr := rc.Read(buf[:min(int64(len(buf)), p.n-got)])
 			if k > 0 {
@@ -186,7 +186,7 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 				if errors.Is(rerr, io.EOF) {
 					rerr = Retryable(fmt.Errorf("body ended %d bytes early: %w", p.n-got, io.ErrUnexpectedEOF), 0)
 				}
-				return e.requestError(rctx, j, rerr)
+				return e.requestError(rctx, rerr)
 			}
 		}
 		return nil
@@ -270,7 +270,7 @@ func (e *engine) throttle(ctx context.Context, w *watch) error {
 
 // requestError says why a request failed: a stall (retried, then a
 // timeout), the load's end, or the source's own error.
-func (e *engine) requestError(rctx context.Context, j *fileJob, err error) error {
+func (e *engine) requestError(rctx context.Context, err error) error {
 	if errors.Is(context.Cause(rctx), errStalled) {
 		return Retryable(fmt.Errorf("no data for %s: %w", e.o.StallTimeout, ErrTimeout), 0)
 	}

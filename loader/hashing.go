@@ -118,16 +118,6 @@ func vouched(f *File) bool {
 	return slices.ContainsFunc(f.Digests, func(d Digest) bool { return slices.Contains(known, d.Algorithm) })
 }
 
-// sha256Of returns the SHA-256 among sums.
-func sha256Of(sums []Digest) string {
-	for _, d := range sums {
-		if d.Algorithm == SHA256 {
-			return d.Hex
-		}
-	}
-	return ""
-}
-
 // digestOf returns the digest of algorithm a that f lists, or "".
 func digestOf(f *File, a Algorithm) string {
 	for _, d := range f.Digests {

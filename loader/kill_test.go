@@ -79,7 +79,7 @@ func TestKillAndResume(t *testing.T) {
 	srv.SetRate(killRate)
 	dest := t.TempDir()
 
-	r := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // test schedule
+	r := rand.New(rand.NewPCG(1, 2))
 	kills := 0
 	for run := 0; ; run++ {
 		if run > 40 {

@@ -144,7 +144,7 @@ func Load(ctx context.Context, src Source, o Options) (*Result, error) {
 		return nil, err
 	}
 	log := logr.FromContextOrDiscard(ctx)
-	if err := os.MkdirAll(o.Dest, 0o755); err != nil {
+	if err := os.MkdirAll(o.Dest, 0o755); err != nil { //nolint:gosec // the serving container, another user, reads the model
 		return nil, fmt.Errorf("destination %s: %w", o.Dest, noSpace(err))
 	}
 	root, err := os.OpenRoot(o.Dest)
@@ -232,7 +232,7 @@ func (l *loadRun) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := makePlan(listing, l.o.PartSize)
+	p, err := makePlan(listing)
 	if err != nil {
 		return nil, err
 	}

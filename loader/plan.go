@@ -25,7 +25,7 @@ const maxFiles = 1_000_000
 // destination or on a name the loader keeps), refuses duplicates and
 // files that would be both a file and a directory, and picks each file's
 // target.
-func makePlan(l *Listing, partSize int64) (*plan, error) {
+func makePlan(l *Listing) (*plan, error) {
 	if len(l.Files) == 0 {
 		return nil, fmt.Errorf("the listing is empty: %w", ErrNotFound)
 	}

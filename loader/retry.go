@@ -54,7 +54,7 @@ func (p RetryPolicy) Backoff(i int, retryAfter time.Duration) time.Duration {
 	if ceiling > p.Max || ceiling <= 0 {
 		ceiling = p.Max
 	}
-	d := time.Duration(rand.Int64N(int64(ceiling) + 1))
+	d := time.Duration(rand.Int64N(int64(ceiling) + 1)) //nolint:gosec // backoff jitter, not a secret
 	if retryAfter > 0 {
 		d = max(d, min(retryAfter, p.MaxRetryAfter))
 	}

@@ -133,7 +133,7 @@ func writeTerminationMessage(path, msg string) {
 	if path == "" {
 		return
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0) //nolint:gosec // the termination message file the kubelet mounts, named by a flag
 	if err != nil {
 		return
 	}

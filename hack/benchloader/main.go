@@ -143,7 +143,7 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 // work the loader cannot skip: durability and verification).
 func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 	dest := filepath.Join(b.base, name)
-	if err := os.MkdirAll(dest, 0o755); err != nil {
+	if err := os.MkdirAll(dest, 0o755); err != nil { //nolint:gosec // a benchmark scratch directory
 		return 0, err
 	}
 	defer os.RemoveAll(dest)
@@ -155,7 +155,7 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		out, err := os.Create(filepath.Join(dest, filepath.Base(f.Path)))
+		out, err := os.Create(filepath.Join(dest, filepath.Base(f.Path))) //nolint:gosec // a file the benchmark itself created
 		if err != nil {
 			return 0, err
 		}
@@ -193,7 +193,7 @@ func (b *bench) load(name string, wait bool) (time.Duration, int64, error) {
 }
 
 func (b *bench) command(dest string) *exec.Cmd {
-	cmd := exec.Command(b.binary, "load", "--uri="+b.uri, "--dest="+dest,
+	cmd := exec.Command(b.binary, "load", "--uri="+b.uri, "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
 	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+b.hub.URL())
 	return cmd
@@ -226,14 +226,13 @@ func (b *bench) killed(kills int) error {
 	}
 	dest := filepath.Join(b.base, "killed")
 	defer os.RemoveAll(dest)
-	before := b.hub.BytesServed()
 	// Kill points spread over a typical load's duration.
 	d, _, err := b.loadInto(filepath.Join(b.base, "timing"), true)
 	if err != nil {
 		return err
 	}
 	_ = os.RemoveAll(filepath.Join(b.base, "timing"))
-	before = b.hub.BytesServed()
+	before := b.hub.BytesServed()
 	r := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // a schedule, not a secret
 	var lost, dropped int64
 	for range kills {
@@ -288,7 +287,7 @@ func onDisk(dest string) int64 {
 	done, _ := filepath.Glob(filepath.Join(dest, loader.StateDir, "done", "*.json"))
 	for _, p := range done {
 		var d struct{ Files []struct{ Size int64 } }
-		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &d) == nil {
+		if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &d) == nil { //nolint:gosec // the loader state files the benchmark reads back
 			for _, f := range d.Files {
 				n += f.Size
 			}
@@ -301,7 +300,7 @@ func onDisk(dest string) int64 {
 			Done           []byte
 			Partial        map[int]int64
 		}
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(p) //nolint:gosec // the loader state files the benchmark reads back
 		if err != nil || json.Unmarshal(b, &c) != nil || c.PartSize <= 0 {
 			continue
 		}
