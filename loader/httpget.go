@@ -134,7 +134,7 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 func RangeBody(resp *http.Response, off, n, size int64) (io.ReadCloser, error) {
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
-		start, end, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		start, end, ok := ParseContentRange(resp.Header.Get("Content-Range"))
 		if !ok || start != off || end < off+n-1 {
 			_ = resp.Body.Close()
 			return nil, fmt.Errorf("server answered range %d-%d with Content-Range %q: %w",
@@ -153,9 +153,11 @@ func RangeBody(resp *http.Response, off, n, size int64) (io.ReadCloser, error) {
 	return &exactReader{rc: resp.Body, left: n}, nil
 }
 
-// parseContentRange reads "bytes start-end/size".
-func parseContentRange(v string) (start, end int64, ok bool) {
-	v, ok = strings.CutPrefix(v, "bytes ")
+// ParseContentRange reads a Content-Range header, "bytes start-end/size",
+// for sources whose clients hand them the header rather than the
+// response.
+func ParseContentRange(v string) (start, end int64, ok bool) {
+	v, ok = strings.CutPrefix(strings.TrimSpace(v), "bytes ")
 	if !ok {
 		return 0, 0, false
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/minio/minio-go/v7"
 
@@ -57,25 +55,9 @@ func checkRange(cr string, off, n, size int64) error {
 		}
 		return fmt.Errorf("the store ignored the range request for bytes %d-%d: %w", off, off+n-1, loader.ErrVerification)
 	}
-	start, end, ok := parseContentRange(cr)
+	start, end, ok := loader.ParseContentRange(cr)
 	if !ok || start != off || end < off+n-1 {
 		return fmt.Errorf("the store answered the range %d-%d with Content-Range %q: %w", off, off+n-1, cr, loader.ErrVerification)
 	}
 	return nil
-}
-
-// parseContentRange reads "bytes start-end/size".
-func parseContentRange(v string) (start, end int64, ok bool) {
-	v, ok = strings.CutPrefix(strings.TrimSpace(v), "bytes ")
-	if !ok {
-		return 0, 0, false
-	}
-	r, _, _ := strings.Cut(v, "/")
-	a, b, ok := strings.Cut(r, "-")
-	if !ok {
-		return 0, 0, false
-	}
-	start, err1 := strconv.ParseInt(a, 10, 64)
-	end, err2 := strconv.ParseInt(b, 10, 64)
-	return start, end, err1 == nil && err2 == nil && start >= 0 && end >= start
 }
