@@ -75,9 +75,7 @@ func newSource(ctx context.Context, u annotations.ModelURI, f *loadFlags) (loade
 		return httpsrc.New(httpsrc.Config{URL: raw, SHA256: u.SHA256, HTTP: client})
 	case annotations.SchemeOCI:
 		return oci.New(oci.Config{Registry: u.Host, Repository: u.Path, Tag: u.Tag, Digest: u.Digest, HTTP: client})
-	case annotations.SchemePVC:
-		return nil, fmt.Errorf("pvc:// models are mounted into the serving container, not loaded: %w", loader.ErrInvalid)
-	default:
+	default: // pvc:// is refused by runLoad before any source is built
 		return nil, fmt.Errorf("scheme %q cannot be loaded: %w", u.Scheme, loader.ErrInvalid)
 	}
 }
