@@ -20,10 +20,20 @@ func NeedsContainer(s annotations.Settings) bool {
 	return s.Model != nil || s.GPU.Count > 0 || s.Serving.Engine != ""
 }
 
-// ResolveContainer picks the container that serves the model: the one named
-// by modelgate.io/container; else the only container; else the only one
-// that requests gpuResource. path is where the container annotation would
-// be reported. It returns NoContainer when the settings need none.
+// ResolveContainer picks the container that serves the model, the way a
+// person reading the pod would:
+//
+//  1. the one modelgate.io/container names;
+//  2. the only container;
+//  3. when modelgate.io/engine names an engine, the only container whose
+//     image or command line is the engine's (vllm/vllm-openai, vllm serve,
+//     text-generation-launcher, ...), else the only one whose name
+//     suggests it; of several such, the only one that requests gpuResource;
+//  4. the only container that requests gpuResource.
+//
+// Only a pod where none of these singles one out is ambiguous. path is
+// where the container annotation would be reported. It returns NoContainer
+// when the settings need none.
 func ResolveContainer(spec *corev1.PodSpec, s annotations.Settings, gpuResource corev1.ResourceName, path *field.Path) (int, *field.Error) {
 	if !NeedsContainer(s) {
 		return NoContainer, nil
@@ -44,22 +54,57 @@ func ResolveContainer(spec *corev1.PodSpec, s annotations.Settings, gpuResource 
 	if len(spec.Containers) == 1 {
 		return 0, nil
 	}
-	found := NoContainer
-	for i, c := range spec.Containers {
-		if _, ok := c.Resources.Limits[gpuResource]; ok || hasQuantity(c.Resources.Requests, gpuResource) {
-			if found != NoContainer {
-				found = NoContainer
-				break
+	requestsGPU := func(i int) bool {
+		c := &spec.Containers[i]
+		return hasQuantity(c.Resources.Limits, gpuResource) || hasQuantity(c.Resources.Requests, gpuResource)
+	}
+	if e := s.Serving.Engine; e != "" {
+		byStrength := [3][]int{}
+		for i := range spec.Containers {
+			m := matchesEngine(&spec.Containers[i], e)
+			byStrength[m] = append(byStrength[m], i)
+		}
+		for _, matched := range [][]int{byStrength[2], byStrength[1]} {
+			if len(matched) == 1 {
+				return matched[0], nil
 			}
-			found = i
+			if i, ok := only(matched, requestsGPU); ok {
+				return i, nil
+			}
+			if len(matched) > 1 {
+				break // several look like the engine: the GPU count of others says nothing
+			}
 		}
 	}
-	if found != NoContainer {
-		return found, nil
+	all := make([]int, len(spec.Containers))
+	for i := range all {
+		all[i] = i
+	}
+	if i, ok := only(all, requestsGPU); ok {
+		return i, nil
+	}
+	why := fmt.Sprintf("none or several request %s", gpuResource)
+	if e := s.Serving.Engine; e != "" && e != annotations.EngineCustom {
+		why = fmt.Sprintf("none or several run engine %q (by image, command or name) and %s", e, why)
 	}
 	return NoContainer, field.Required(path.Key(annotations.Container), fmt.Sprintf(
-		"the pod has %d containers (%s) and none or several request %s: name the one that serves the model",
-		len(names), strings.Join(names, ", "), gpuResource))
+		"the pod has %d containers (%s) and %s: name the one that serves the model",
+		len(names), strings.Join(names, ", "), why))
+}
+
+// only returns the one index in list for which keep is true.
+func only(list []int, keep func(int) bool) (int, bool) {
+	found := -1
+	for _, i := range list {
+		if !keep(i) {
+			continue
+		}
+		if found >= 0 {
+			return -1, false
+		}
+		found = i
+	}
+	return found, found >= 0
 }
 
 func hasQuantity(l corev1.ResourceList, name corev1.ResourceName) bool {

@@ -8,6 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/modelgate/modelgate/api/annotations"
 )
 
 // GPUPlacementName is the GPUPlacement mutator's stable name.
@@ -90,7 +93,19 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	count := *resource.NewQuantity(g.Count, resource.DecimalSI)
 	limits := quantityPart(partLimits, c.Name, o.ResourceName, count)
 	requests := quantityPart(partRequests, c.Name, o.ResourceName, count)
-	keep := []string{limits, requests}
+	// A count the container declares itself wins over a profile's default
+	// and contradicts the object's own annotation.
+	setCount := true
+	if declared, ok := declaredGPUs(c, in, o.ResourceName); ok && declared.Cmp(count) != 0 {
+		if in.Settings.Explicit(annotations.GPU) {
+			return false, invalid(gpuConflict(in.Settings.Origin(annotations.GPU), g.Count, c.Name, o.ResourceName, declared))
+		}
+		setCount = false
+	}
+	var keep []string
+	if setCount {
+		keep = append(keep, limits, requests)
+	}
 	for _, r := range reqs {
 		keep = append(keep, affinityPart(r))
 	}
@@ -101,8 +116,10 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	}
 	changed := releaseGPU(t, in, keep)
 
-	changed = ownQuantity(t, in, &c.Resources.Limits, limits, o.ResourceName, count) || changed
-	changed = ownQuantity(t, in, &c.Resources.Requests, requests, o.ResourceName, count) || changed
+	if setCount {
+		changed = ownQuantity(t, in, &c.Resources.Limits, limits, o.ResourceName, count) || changed
+		changed = ownQuantity(t, in, &c.Resources.Requests, requests, o.ResourceName, count) || changed
+	}
 	changed = requireOnNodes(t.PodSpec, reqs) || changed
 	for _, r := range reqs {
 		t.Own(affinityPart(r))
@@ -111,6 +128,31 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 		changed = ownToleration(t, in, tolerate, o.TaintKey) || changed
 	}
 	return changed, nil
+}
+
+// declaredGPUs is the count of the GPU resource the container declares
+// itself: its limit, else its request, where modelgate did not set it (as
+// the previous record says, with the value it set).
+func declaredGPUs(c *corev1.Container, in *Input, name corev1.ResourceName) (resource.Quantity, bool) {
+	for _, l := range []struct {
+		kind string
+		list corev1.ResourceList
+	}{{partLimits, c.Resources.Limits}, {partRequests, c.Resources.Requests}} {
+		q, ok := l.list[name]
+		if !ok || in.Previous.Owned(quantityPart(l.kind, c.Name, name, q)) {
+			continue
+		}
+		return q, true
+	}
+	return resource.Quantity{}, false
+}
+
+// gpuConflict reports modelgate.io/gpu, as the object sets it, against the
+// count the serving container declares itself.
+func gpuConflict(o annotations.Origin, count int64, container string, name corev1.ResourceName, declared resource.Quantity) *field.Error {
+	return field.Invalid(o.Path, strconv.FormatInt(count, 10), fmt.Sprintf(
+		"contradicts container %q, which declares %s: %s in its resources; set %s to %s, or remove the container's own %s",
+		container, name, declared.String(), annotations.GPU, declared.String(), name))
 }
 
 // quantityPart names a resource quantity modelgate set on a container.

@@ -2,11 +2,14 @@ package mutators
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/builders"
@@ -212,11 +215,9 @@ func TestGPUPlacement(t *testing.T) {
 				requireTerms(s, term(zoneA, productIn("NVIDIA-L4"), memoryGt("19999")))
 			},
 		},
-		"a different GPU count replaces the container's": {
-			gpu:         annotations.GPUSettings{Count: 4},
-			before:      placed(1),
-			want:        func(s *corev1.PodSpec) { setGPUs(&s.Containers[0], 4) },
-			wantChanged: true,
+		"a profile's GPU count leaves the count the container declares": {
+			gpu:    annotations.GPUSettings{Count: 4},
+			before: placed(1),
 		},
 		"a toleration of everything: no toleration added": {
 			gpu: annotations.GPUSettings{Count: 1},
@@ -279,12 +280,15 @@ func TestGPUPlacement(t *testing.T) {
 func TestGPUPlacementReinjection(t *testing.T) {
 	tg := newTarget("Pod", builders.Options{})
 	requireTerms(tg.PodSpec, term(zoneA), term(corev1.NodeSelectorRequirement{Key: "pool", Operator: corev1.NodeSelectorOpExists}))
+	var prev Record
 	pass := func(g annotations.GPUSettings) bool {
 		t.Helper()
-		changed, err := GPUPlacement{}.Mutate(tg, &Input{Settings: annotations.Settings{GPU: g}, Options: testOptions()})
+		tg.owns = nil
+		changed, err := GPUPlacement{}.Mutate(tg, &Input{Settings: annotations.Settings{GPU: g}, Options: testOptions(), Previous: prev})
 		if err != nil {
 			t.Fatalf("Mutate: %v", err)
 		}
+		prev = Record{Owns: slices.Clone(tg.owns)}
 		return changed
 	}
 	if !pass(annotations.GPUSettings{Count: 1, Products: []string{"NVIDIA-A100-SXM4-40GB"}, MinMemoryMiB: 40960}) {
@@ -363,4 +367,99 @@ func TestGPUPlacementNoTaintKey(t *testing.T) {
 	if len(tg.PodSpec.Tolerations) != 0 {
 		t.Errorf("tolerations = %v, want none", tg.PodSpec.Tolerations)
 	}
+}
+
+// A GPU count the serving container declares itself (a NIM Deployment's
+// nvidia.com/gpu: 8) wins over a profile's modelgate.io/gpu, is never
+// recorded as modelgate's and survives an opt-out; the object's own
+// annotation that contradicts it is an invalid object naming both.
+func TestGPUPlacementDeclaredCount(t *testing.T) {
+	parser := annotations.Parser{Profiles: map[string]map[string]string{"one-gpu": {annotations.GPU: "1"}}}
+	annos := field.NewPath("metadata", "annotations")
+	settings := func(a map[string]string) annotations.Settings {
+		s, errs := parser.Parse(annotations.Source{Path: annos, Annotations: a})
+		if len(errs) > 0 {
+			t.Fatalf("Parse: %v", errs)
+		}
+		return s
+	}
+	nim := func() *Target {
+		tg := newTarget("Pod", builders.Options{})
+		setGPUs(&tg.PodSpec.Containers[0], 8)
+		return tg
+	}
+	chain := Chain{GPUPlacement{}}
+	declaredEight := func(t *testing.T, tg *Target) {
+		t.Helper()
+		c := tg.PodSpec.Containers[0]
+		if l, r := c.Resources.Limits[gpuResource], c.Resources.Requests[gpuResource]; l.Value() != 8 || r.Value() != 8 {
+			t.Errorf("limit %s, request %s: want the container's own 8", l.String(), r.String())
+		}
+	}
+
+	for name, a := range map[string]map[string]string{
+		"a profile's other count":      {annotations.Profile: "one-gpu"},
+		"the annotation's equal count": {annotations.GPU: "8"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tg := nim()
+			in := &Input{Settings: settings(a), Options: testOptions()}
+			res, err := chain.Apply(tg, in)
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			declaredEight(t, tg)
+			for _, p := range res.Record.Owns {
+				if strings.HasPrefix(p, partLimits+"/") || strings.HasPrefix(p, partRequests+"/") {
+					t.Errorf("record owns %q, a count the user wrote", p)
+				}
+			}
+			if !slices.Contains(tg.PodSpec.Tolerations, gpuToleration) {
+				t.Errorf("no GPU toleration: %v", tg.PodSpec.Tolerations)
+			}
+			warned := slices.ContainsFunc(Warnings(tg, in), func(w string) bool {
+				return strings.Contains(w, `declares nvidia.com/gpu: 8, which wins over profile "one-gpu"`)
+			})
+			if want := a[annotations.Profile] != ""; warned != want {
+				t.Errorf("warned about the profile's count: %v, want %v (%q)", warned, want, Warnings(tg, in))
+			}
+			if _, err := chain.Revert(tg, &Input{Options: testOptions()}); err != nil {
+				t.Fatalf("Revert: %v", err)
+			}
+			declaredEight(t, tg)
+			if len(tg.PodSpec.Tolerations) != 0 {
+				t.Errorf("opt-out left modelgate's toleration: %v", tg.PodSpec.Tolerations)
+			}
+		})
+	}
+
+	t.Run("the annotation's other count", func(t *testing.T) {
+		tg := nim()
+		_, err := chain.Apply(tg, &Input{Settings: settings(map[string]string{annotations.GPU: "1"}), Options: testOptions()})
+		ie, ok := errors.AsType[*InvalidError](err)
+		if !ok {
+			t.Fatalf("Apply: %v, want an InvalidError", err)
+		}
+		want := field.ErrorList{field.Invalid(annos.Key(annotations.GPU), "1",
+			`contradicts container "`+tg.PodSpec.Containers[0].Name+`", which declares nvidia.com/gpu: 8 in its resources; `+
+				`set modelgate.io/gpu to 8, or remove the container's own nvidia.com/gpu`)}
+		if diff := cmp.Diff(want, ie.Errs); diff != "" {
+			t.Errorf("errors (-want +got):\n%s", diff)
+		}
+	})
+
+	// A count modelgate set earlier and the user has not touched is still
+	// modelgate's: a new annotation value replaces it.
+	t.Run("modelgate's own earlier count follows the annotation", func(t *testing.T) {
+		tg := newTarget("Pod", builders.Options{})
+		if _, err := chain.Apply(tg, &Input{Settings: settings(map[string]string{annotations.GPU: "1"}), Options: testOptions()}); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		if _, err := chain.Apply(tg, &Input{Settings: settings(map[string]string{annotations.GPU: "4"}), Options: testOptions()}); err != nil {
+			t.Fatalf("second Apply: %v", err)
+		}
+		if l := tg.PodSpec.Containers[0].Resources.Limits[gpuResource]; l.Value() != 4 {
+			t.Errorf("limit %s, want 4", l.String())
+		}
+	})
 }

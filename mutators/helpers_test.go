@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/builders"
@@ -102,4 +103,25 @@ func checkSpecChange(t *testing.T, before, want, got *corev1.PodSpec, changed, w
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("pod spec (-want +got):\n%s", diff)
 	}
+}
+
+// explicit marks every setting s holds as the object's own annotation, as
+// the parser does for an object without a profile.
+func explicit(s annotations.Settings) annotations.Settings {
+	set := map[string]bool{
+		annotations.Model:         s.Model != nil,
+		annotations.GPU:           s.GPU.Count > 0,
+		annotations.Engine:        s.Serving.Engine != "",
+		annotations.Port:          s.Serving.Port != 0,
+		annotations.HealthPath:    s.Serving.HealthPath != "",
+		annotations.WarmupTimeout: s.Serving.WarmupTimeoutSeconds != 0,
+		annotations.Container:     s.Container != "",
+	}
+	s.Origins = map[string]annotations.Origin{}
+	for key, ok := range set {
+		if ok {
+			s.Origins[key] = annotations.Origin{Path: field.NewPath("metadata", "annotations").Key(key)}
+		}
+	}
+	return s
 }

@@ -47,18 +47,8 @@ const (
 // nothing, and neither does a word that starts with '-' or holds a shell
 // operator.
 func ModelReferences(command, args []string, env []corev1.EnvVar) []ModelReference {
-	vars := map[string]string{}
-	for _, v := range env {
-		if v.ValueFrom == nil {
-			vars[v.Name] = v.Value
-		}
-	}
-	var words []word
-	for _, arg := range slices.Concat(command, args) {
-		for _, f := range strings.Fields(arg) {
-			words = append(words, newWord(f, vars))
-		}
-	}
+	vars := plainVars(env)
+	words := splitWords(command, args, vars)
 
 	var out []ModelReference
 	add := func(value, source string) {
@@ -99,15 +89,29 @@ func ModelReferences(command, args []string, env []corev1.EnvVar) []ModelReferen
 }
 
 // word is one white-space separated word of a command line, expanded;
-// known is false when it holds what only the running container knows.
+// known is false when it holds what only the running container knows, and
+// ends is true when a ';' after it ends a shell command.
 type word struct {
 	s     string
 	known bool
+	ends  bool
 }
 
 func newWord(f string, vars map[string]string) word {
 	s, ok := expand(unquote(strings.TrimRight(f, ";")), vars)
-	return word{s: s, known: ok}
+	return word{s: s, known: ok, ends: strings.HasSuffix(f, ";")}
+}
+
+// splitWords splits a command line into words: every command and argument
+// on white space, so that a shell script reads like separate arguments.
+func splitWords(command, args []string, vars map[string]string) []word {
+	var words []word
+	for _, arg := range slices.Concat(command, args) {
+		for _, f := range strings.Fields(arg) {
+			words = append(words, newWord(f, vars))
+		}
+	}
+	return words
 }
 
 // unquote drops the quotes around a word.

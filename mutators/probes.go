@@ -109,7 +109,7 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	port, path, err := servingEndpoint(s, in.Options.Probes)
+	port, path, err := servingEndpoint(c, in)
 	if err != nil {
 		return false, err
 	}
@@ -117,32 +117,53 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	if period <= 0 {
 		period = DefaultProbePeriodSeconds
 	}
-	warmup := s.WarmupTimeoutSeconds
-	if warmup <= 0 {
-		warmup = annotations.DefaultWarmupTimeoutSeconds
-	}
+	budget := StartupBudget(c, in)
 
 	changed := releaseProbes(t, in, c.Name)
 	changed = setProbe(t, in, &c.ReadinessProbe, part(partReadinessProbe, c.Name),
 		httpProbe(path, port, period, readinessFailureThreshold)) || changed
 	changed = setProbe(t, in, &c.StartupProbe, part(partStartupProbe, c.Name),
-		httpProbe(path, port, period, startupThreshold(warmup, period))) || changed
+		httpProbe(path, port, period, startupThreshold(budget, period))) || changed
 	changed = declarePort(t, in, c, port) || changed
 	return changed, nil
 }
 
 var errNoEndpoint = errors.New("no serving port or health path")
 
-// servingEndpoint is the port and path the probes check: the settings',
-// else the engine preset's.
-func servingEndpoint(s annotations.ServingSettings, o ProbeOptions) (int32, string, error) {
-	preset := o.Presets[s.Engine]
-	port, path := s.Port, s.HealthPath
-	if port == 0 {
-		port = preset.Port
-	}
+// servingEndpoint is the port and path the probes check. The path is
+// modelgate.io/health-path, else the engine preset's. The port is the
+// first of:
+//
+//  1. modelgate.io/port on the object itself;
+//  2. the engine's own port setting in the container: its flag on the
+//     engine's command line (--port; Triton's --http-port), else its
+//     variable (Text Generation Inference's PORT);
+//  3. the serving port the container declares (see declaredServingPort);
+//  4. modelgate.io/port from the object's profile;
+//  5. the engine preset's port.
+func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
+	s := in.Settings.Serving
+	preset := in.Options.Probes.Presets[s.Engine]
+	path := s.HealthPath
 	if path == "" {
 		path = preset.Path
+	}
+	ours := func(p corev1.ContainerPort) bool { return in.Previous.Owned(portPart(c.Name, p)) }
+	var port int32
+	switch {
+	case s.Port != 0 && in.Settings.Explicit(annotations.Port):
+		port = s.Port
+	default:
+		port, _ = enginePort(c, s.Engine)
+		if port == 0 {
+			port = declaredServingPort(c, preset.Port, ours)
+		}
+		if port == 0 {
+			port = s.Port
+		}
+		if port == 0 {
+			port = preset.Port
+		}
 	}
 	if port <= 0 || path == "" {
 		return 0, "", fmt.Errorf("%w for engine %s (port %d, path %q): set %s and %s, or give the engine a preset",

@@ -133,7 +133,7 @@ func TestServingProbes(t *testing.T) {
 			wantChanged: true,
 		},
 		"http names another port: the serving port is named serving": {
-			serving: serving(annotations.EngineVLLM),
+			serving: annotations.ServingSettings{Engine: annotations.EngineVLLM, Port: 8000, WarmupTimeoutSeconds: 300}, // the annotation's port
 			before: func(s *corev1.PodSpec) {
 				s.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
 			},
@@ -146,7 +146,7 @@ func TestServingProbes(t *testing.T) {
 			wantChanged: true,
 		},
 		"http and serving both taken: the port has no name": {
-			serving: serving(annotations.EngineVLLM),
+			serving: annotations.ServingSettings{Engine: annotations.EngineVLLM, Port: 8000, WarmupTimeoutSeconds: 300}, // the annotation's port
 			before: func(s *corev1.PodSpec) {
 				s.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "serving", ContainerPort: 8081}}
 			},
@@ -187,7 +187,7 @@ func TestServingProbes(t *testing.T) {
 				case tc.period > 0:
 					opts.Probes.PeriodSeconds = tc.period
 				}
-				in := &Input{Operation: Create, Settings: annotations.Settings{Serving: tc.serving},
+				in := &Input{Operation: Create, Settings: explicit(annotations.Settings{Serving: tc.serving}),
 					Container: tc.container, Options: opts}
 
 				changed, err := ServingProbes{}.Mutate(tg, in)
@@ -226,7 +226,7 @@ func TestServingProbesErrors(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			tg := newTarget("Pod", builders.Options{})
-			_, err := ServingProbes{}.Mutate(tg, &Input{Settings: annotations.Settings{Serving: tc.serving}, Container: tc.container, Options: tc.options})
+			_, err := ServingProbes{}.Mutate(tg, &Input{Settings: explicit(annotations.Settings{Serving: tc.serving}), Container: tc.container, Options: tc.options})
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Mutate error = %v, want one wrapping %v", err, tc.want)
 			}
@@ -256,7 +256,7 @@ func TestDefaultProbePresets(t *testing.T) {
 // Injected record of the previous pass tells it what it added.
 func reinject(t *testing.T, tg *Target, s annotations.ServingSettings) []string {
 	t.Helper()
-	res, err := Chain{ServingProbes{}}.Apply(tg, &Input{Settings: annotations.Settings{Serving: s}, Options: testOptions()})
+	res, err := Chain{ServingProbes{}}.Apply(tg, &Input{Settings: explicit(annotations.Settings{Serving: s}), Options: testOptions()})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}

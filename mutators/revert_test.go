@@ -64,7 +64,7 @@ func pass(t *testing.T, tg *Target, s annotations.Settings) Result {
 	if ferr != nil {
 		t.Fatalf("ResolveContainer: %v", ferr)
 	}
-	res, err := injectionChain.Apply(tg, &Input{Operation: Update, Settings: s, Container: idx, Options: testOptions()})
+	res, err := injectionChain.Apply(tg, &Input{Operation: Update, Settings: explicit(s), Container: idx, Options: testOptions()})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}

@@ -19,16 +19,24 @@ import (
 //     neither the annotated hf:// repository nor a path under the model
 //     mount: the engine would serve that model and leave the loaded one
 //     unused;
+//   - a profile's modelgate.io/gpu differs from the count the serving
+//     container declares, which wins (see GPUPlacement);
 //   - the model is kept in memory and the serving container's memory limit
 //     is below the model's size: the tmpfs pages count against the pod's
 //     memory once the loader exits.
 func Warnings(t *Target, in *Input) []string {
-	m := in.Settings.Model
-	if m == nil || in.Container < 0 || in.Container >= len(t.PodSpec.Containers) {
+	if in.Container < 0 || in.Container >= len(t.PodSpec.Containers) {
 		return nil
 	}
 	c := &t.PodSpec.Containers[in.Container]
 	var out []string
+	if w := profileGPUWarning(c, in); w != "" {
+		out = append(out, w)
+	}
+	m := in.Settings.Model
+	if m == nil {
+		return out
+	}
 	for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
 		if !servesModel(m, c.WorkingDir, r.Value) {
 			out = append(out, otherModelWarning(c.Name, m, r))
@@ -96,4 +104,24 @@ func memoryLimitWarning(c *corev1.Container, m *annotations.ModelSettings, o *Op
 	return fmt.Sprintf("container %q has a memory limit of %s, below %s (%s): with %s: %s the model is a tmpfs "+
 		"whose pages count against the pod's memory once the loader exits; raise the limit to cover the model and the engine",
 		c.Name, limit.String(), annotations.ModelSize, m.Size.String(), annotations.ModelCache, annotations.CacheMemory)
+}
+
+// profileGPUWarning says that the serving container's own GPU count won
+// over the profile's modelgate.io/gpu; empty when it did not differ.
+func profileGPUWarning(c *corev1.Container, in *Input) string {
+	g := in.Settings.GPU
+	o := in.Settings.Origin(annotations.GPU)
+	if g.Count <= 0 || o.Profile == "" || in.Options == nil {
+		return ""
+	}
+	name := in.Options.GPU.ResourceName
+	declared, ok := c.Resources.Limits[name]
+	if !ok {
+		declared, ok = c.Resources.Requests[name]
+	}
+	if !ok || declared.CmpInt64(g.Count) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("container %q declares %s: %s, which wins over profile %q's %s: %d; the profile's count applies only "+
+		"to containers that declare none", c.Name, name, declared.String(), o.Profile, annotations.GPU, g.Count)
 }

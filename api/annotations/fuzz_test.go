@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -280,7 +281,11 @@ func checkSettings(t *testing.T, s Settings) {
 		t.Fatalf("json.Unmarshal(%s): %v", b, err)
 	}
 	back.Choice = s.Choice
-	if diff := cmp.Diff(s, back, quantityEqual); diff != "" {
+	if (s.Model != nil) != s.Set(Model) || (s.GPU.Count > 0) != s.Set(GPU) || (s.Serving.Engine != "") != s.Set(Engine) {
+		t.Fatalf("origins %v disagree with the settings %+v", s.Origins, s)
+	}
+	// Origins are not part of the JSON form.
+	if diff := cmp.Diff(s, back, quantityEqual, cmpopts.IgnoreFields(Settings{}, "Origins")); diff != "" {
 		t.Fatalf("settings do not round-trip through JSON %s (-parsed +decoded):\n%s", b, diff)
 	}
 	if back.Hash() != s.Hash() {

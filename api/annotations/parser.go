@@ -55,6 +55,12 @@ func (p Parser) Parse(sources ...Source) (Settings, field.ErrorList) {
 
 	s := t.settings(ok)
 	s.Choice, s.Profile = choice, profile
+	for key := range ok {
+		if s.Origins == nil {
+			s.Origins = make(map[string]Origin, len(ok))
+		}
+		s.Origins[key] = Origin{Path: vals[key].path, Profile: vals[key].profile}
+	}
 	if s.Serving.WarmupTimeoutSeconds == 0 && !s.empty() {
 		s.Serving.WarmupTimeoutSeconds = DefaultWarmupTimeoutSeconds
 	}
@@ -103,6 +109,7 @@ type typed struct {
 	cache       Cache
 	size        resource.Quantity
 	credentials string
+	credKeys    []CredentialKey
 	gpu         int64
 	products    []string
 	gpuMemory   int64
@@ -121,8 +128,12 @@ var setters = map[string]func(t *typed, s string) error{
 	ModelCache:       func(t *typed, s string) (err error) { t.cache, err = ParseCache(s); return err },
 	ModelSize:        func(t *typed, s string) (err error) { t.size, err = ParseQuantity(s); return err },
 	ModelCredentials: func(t *typed, s string) (err error) { t.credentials, err = ParseSecretName(s); return err },
-	GPU:              func(t *typed, s string) (err error) { t.gpu, err = ParsePositiveInt(s, MaxGPUs); return err },
-	GPUProduct:       func(t *typed, s string) (err error) { t.products, err = ParseProducts(s); return err },
+	ModelCredentialsKeys: func(t *typed, s string) (err error) {
+		t.credKeys, err = ParseCredentialKeys(s)
+		return err
+	},
+	GPU:        func(t *typed, s string) (err error) { t.gpu, err = ParsePositiveInt(s, MaxGPUs); return err },
+	GPUProduct: func(t *typed, s string) (err error) { t.products, err = ParseProducts(s); return err },
 	GPUMemory: func(t *typed, s string) (err error) {
 		t.gpuMemory, err = ParsePositiveInt(s, MaxGPUMemoryMiB)
 		return err
@@ -214,7 +225,7 @@ func valueError(key string, v value, err error) *field.Error {
 
 // requires maps a setting to the one it only makes sense with.
 var requires = map[string]string{
-	ModelMount: Model, ModelCache: Model, ModelSize: Model, ModelCredentials: Model,
+	ModelMount: Model, ModelCache: Model, ModelSize: Model, ModelCredentials: Model, ModelCredentialsKeys: ModelCredentials,
 	GPUProduct: GPU, GPUMemory: GPU,
 	Port: Engine, HealthPath: Engine,
 }
@@ -225,7 +236,7 @@ func pvcModelConflict(key string) string {
 	switch key {
 	case ModelCache:
 		return "a pvc:// model is mounted directly and has no cache"
-	case ModelCredentials:
+	case ModelCredentials, ModelCredentialsKeys:
 		return "a pvc:// model is mounted directly and needs no credentials"
 	default:
 		return ""
@@ -318,6 +329,9 @@ func (t *typed) settings(ok map[string]bool) Settings {
 		}
 		if ok[ModelCredentials] {
 			m.Credentials = t.credentials
+			if ok[ModelCredentialsKeys] {
+				m.CredentialKeys = t.credKeys
+			}
 		}
 		s.Model = m
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -178,7 +179,8 @@ func TestParserParse(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatalf("unexpected errors: %v", errs)
 			}
-			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
+			// Origins have their own test (TestParserOrigins).
+			if diff := cmp.Diff(tc.want, got, quantityEqual, cmpopts.IgnoreFields(Settings{}, "Origins")); diff != "" {
 				t.Errorf("settings (-want +got):\n%s", diff)
 			}
 		})
@@ -374,5 +376,36 @@ func TestSettingsHashFollowsSettings(t *testing.T) {
 	}
 	if (Settings{}).Hash() == pod.Hash() {
 		t.Errorf("settings hash like the zero Settings: %q", pod.Hash())
+	}
+}
+
+func TestParserOrigins(t *testing.T) {
+	got, errs := Parser{Profiles: testProfiles}.Parse(workload(
+		map[string]string{Profile: "a100", Model: "s3://models/llama"},
+		map[string]string{GPU: "4"})...)
+	if len(errs) > 0 {
+		t.Fatalf("unexpected errors: %v", errs)
+	}
+	str := func(o Origin) [2]string { return [2]string{o.Path.String(), o.Profile} }
+	profilePath := objectAnnotations.Key(Profile).String()
+	want := map[string][2]string{
+		Model:         {objectAnnotations.Key(Model).String(), ""},
+		GPU:           {templateAnnotations.Key(GPU).String(), ""},
+		GPUProduct:    {profilePath, "a100"},
+		Engine:        {profilePath, "a100"},
+		WarmupTimeout: {profilePath, "a100"},
+	}
+	gotStr := map[string][2]string{}
+	for k, o := range got.Origins {
+		gotStr[k] = str(o)
+	}
+	if diff := cmp.Diff(want, gotStr); diff != "" {
+		t.Errorf("origins (-want +got):\n%s", diff)
+	}
+	if !got.Explicit(GPU) || got.Explicit(Engine) || !got.Set(Engine) || got.Set(Port) {
+		t.Errorf("Explicit/Set disagree with the origins: %v", gotStr)
+	}
+	if p := got.Origin(Port).Path.String(); p != objectAnnotations.Key(Port).String() {
+		t.Errorf("Origin of an unset key: path %s", p)
 	}
 }
