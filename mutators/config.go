@@ -16,11 +16,14 @@ type Options struct {
 
 // LoaderOptions configure the model-loader init container.
 type LoaderOptions struct {
-	// Image and Command are the default loader; the model URI and the
-	// destination are appended as --uri=<uri> --dest=<mount>.
-	Image   string
-	Command []string
-	// Schemes overrides Image and Command per URI scheme.
+	// Image, Command, Args and SecurityContext are the default loader, as
+	// in LoaderImage.
+	Image           string
+	Command         []string
+	Args            []string
+	SecurityContext *corev1.SecurityContext
+	// Schemes overrides the default loader per URI scheme: a scheme's
+	// LoaderImage is the whole loader, taking nothing from the default.
 	Schemes map[annotations.Scheme]LoaderImage
 	// Resources are the loader's requests and limits. When the model has a
 	// size, the ephemeral-storage request is raised to it for disk caches.
@@ -32,10 +35,19 @@ type LoaderOptions struct {
 	PullPolicy corev1.PullPolicy
 }
 
-// LoaderImage is a loader image and its command.
+// LoaderImage is a loader: its image, command, arguments and security
+// context.
 type LoaderImage struct {
-	Image   string
+	Image string
+	// Command is the image's entrypoint when nil.
 	Command []string
+	// Args is a template (see CheckLoaderArgs) whose ArgURI and ArgDest
+	// are replaced by the model URI and the mount path. Nil passes
+	// --uri=<uri> --dest=<mount>, as `modelgate load` reads them.
+	Args []string
+	// SecurityContext replaces the default, DefaultLoaderSecurityContext,
+	// when not nil; an empty one gives the loader none.
+	SecurityContext *corev1.SecurityContext
 }
 
 // GPUOptions name the node labels, resource and taint of the GPU vendor.

@@ -48,7 +48,7 @@ func newTarget(kind string, o builders.Options) *Target {
 		jt := &obj.Spec.JobTemplate
 		return &Target{Kind: kind, Object: &obj.ObjectMeta,
 			Templates: []*metav1.ObjectMeta{&jt.ObjectMeta, &jt.Spec.Template.ObjectMeta},
-			PodSpec:   &jt.Spec.Template.Spec}
+			PodSpec:   &jt.Spec.Template.Spec, SpecPath: field.NewPath("spec", "jobTemplate", "spec", "template", "spec")}
 	default:
 		panic("newTarget: unsupported kind " + kind)
 	}

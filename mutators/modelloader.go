@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -75,18 +74,32 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	volume, subPath, needsLoader := modelVolume(m, in.Options.Loader)
 
 	changed := releaseMounts(t, in, c.Name)
-	v, err := ensureVolume(t, in, volume)
-	if err != nil {
-		return false, err
+	var loaderMount *corev1.VolumeMount
+	if m.Cache.Medium == annotations.CacheVolume && needsLoader {
+		// The pod's own volume: the model goes where the serving container
+		// already mounts it, and modelgate adds no volume or mount of its own.
+		vm, dir, err := userCacheVolume(t, in, m)
+		if err != nil {
+			return false, err
+		}
+		changed = removeModelVolume(t, in) || changed
+		resolved := *m
+		resolved.MountPath = dir
+		m, loaderMount = &resolved, &vm
+	} else {
+		v, err := ensureVolume(t, in, volume)
+		if err != nil {
+			return false, err
+		}
+		changed = v || changed
+		mount := corev1.VolumeMount{Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath, ReadOnly: true}
+		v, err = ensureMount(t, in, c, mount)
+		if err != nil {
+			return false, err
+		}
+		t.Own(part(partVolumeMount, c.Name, ModelVolumeName))
+		changed = v || changed
 	}
-	changed = v || changed
-	mount := corev1.VolumeMount{Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath, ReadOnly: true}
-	v, err = ensureMount(c, mount)
-	if err != nil {
-		return false, err
-	}
-	t.Own(part(partVolumeMount, c.Name, ModelVolumeName))
-	changed = v || changed
 
 	idx := slices.IndexFunc(spec.InitContainers, isLoader)
 	ours := idx >= 0 && in.Previous.Owned(ownLoader)
@@ -108,17 +121,42 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		}
 	default:
 		want := loaderContainer(m, in.Options.Loader, subPath)
-		t.Own(ownLoader)
-		switch {
-		case idx < 0:
-			spec.InitContainers = slices.Insert(spec.InitContainers, 0, want)
-			changed = true
-		case !equality.Semantic.DeepEqual(spec.InitContainers[idx], want):
-			spec.InitContainers[idx] = want
-			changed = true
+		if loaderMount != nil {
+			want.VolumeMounts = []corev1.VolumeMount{*loaderMount}
 		}
+		t.Own(ownLoader)
+		changed = placeLoader(spec, idx, want) || changed
 	}
 	return changed, nil
+}
+
+// placeLoader puts the loader want among the init containers, replacing
+// the one at idx (-1: none yet): after the native sidecars the pod starts
+// first (init containers with restartPolicy Always, such as a mesh proxy
+// or a gcsfuse sidecar, which the download may need and which start in
+// order, each before the next init container), and before every ordinary
+// init container, so that those find the model in place. It reports
+// whether the init containers changed.
+func placeLoader(spec *corev1.PodSpec, idx int, want corev1.Container) bool {
+	others := spec.InitContainers
+	if idx >= 0 {
+		others = slices.Delete(slices.Clone(others), idx, idx+1)
+	}
+	at := 0
+	for at < len(others) && isNativeSidecar(others[at]) {
+		at++
+	}
+	if idx == at && equality.Semantic.DeepEqual(spec.InitContainers[idx], want) {
+		return false
+	}
+	spec.InitContainers = slices.Insert(slices.Clone(others), at, want)
+	return true
+}
+
+// isNativeSidecar reports whether an init container is a native sidecar:
+// one that keeps running beside the app containers.
+func isNativeSidecar(c corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 func isLoader(c corev1.Container) bool { return c.Name == LoaderContainerName }
@@ -134,9 +172,16 @@ func removeModel(t *Target, in *Input) bool {
 		spec.InitContainers = deleteAt(spec.InitContainers, i)
 		changed = true
 	}
+	return removeModelVolume(t, in) || changed
+}
+
+// removeModelVolume takes out the model-store volume an earlier pass
+// created, with every mount of it.
+func removeModelVolume(t *Target, in *Input) bool {
+	spec := t.PodSpec
 	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName })
 	if i < 0 || !in.Previous.Owned(ownVolume) {
-		return changed
+		return false
 	}
 	spec.Volumes = deleteAt(spec.Volumes, i)
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -204,6 +249,9 @@ func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, 
 		return v, "", false
 	}
 	switch m.Cache.Medium {
+	case annotations.CacheVolume:
+		// The pod's own volume (see userCacheVolume).
+		return corev1.Volume{Name: m.Cache.Volume}, "", true
 	case annotations.CachePVC:
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Cache.Claim}
 		return v, cacheSubPath(m.URI), true
@@ -243,7 +291,7 @@ func ensureVolume(t *Target, in *Input, want corev1.Volume) (bool, error) {
 	spec := t.PodSpec
 	idx := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == ModelVolumeName })
 	if idx >= 0 && !in.Previous.Owned(ownVolume) {
-		return false, invalid(field.Duplicate(field.NewPath("spec", "volumes").Key(ModelVolumeName).Child("name"),
+		return false, invalid(field.Duplicate(t.specPath().Child("volumes").Key(ModelVolumeName).Child("name"),
 			fmt.Sprintf("volume name %q is reserved for the model modelgate injects; rename this volume", ModelVolumeName)))
 	}
 	t.Own(ownVolume)
@@ -259,8 +307,10 @@ func ensureVolume(t *Target, in *Input, want corev1.Volume) (bool, error) {
 }
 
 // ensureMount adds or updates the serving container's model mount. Another
-// mount at the same path is the user's clash: an invalid object.
-func ensureMount(c *corev1.Container, want corev1.VolumeMount) (bool, error) {
+// mount at the same path is the user's clash: an invalid object, reported
+// on what the user wrote (modelgate.io/model-mount when they set it, else
+// their own mount) with the ways out.
+func ensureMount(t *Target, in *Input, c *corev1.Container, want corev1.VolumeMount) (bool, error) {
 	for i, vm := range c.VolumeMounts {
 		switch {
 		case vm.Name == want.Name:
@@ -270,59 +320,74 @@ func ensureMount(c *corev1.Container, want corev1.VolumeMount) (bool, error) {
 			c.VolumeMounts[i] = want
 			return true, nil
 		case vm.MountPath == want.MountPath:
-			return false, invalid(field.Invalid(field.NewPath("metadata", "annotations").Key(annotations.ModelMount),
-				want.MountPath, fmt.Sprintf("container %q already mounts volume %q there; choose another path", c.Name, vm.Name)))
+			return false, invalid(mountClash(t, in, c, i))
 		}
 	}
 	c.VolumeMounts = append(c.VolumeMounts, want)
 	return true, nil
 }
 
+// mountClash reports the serving container's own mount i at the path
+// where modelgate would mount the model.
+func mountClash(t *Target, in *Input, c *corev1.Container, i int) *field.Error {
+	vm := c.VolumeMounts[i]
+	reuse := fmt.Sprintf("%s: \"%s:%s\" to load the model into that volume", annotations.ModelCache, annotations.CacheVolume, vm.Name)
+	if in.Settings.Set(annotations.ModelMount) {
+		o := in.Settings.Origin(annotations.ModelMount)
+		detail := fmt.Sprintf("container %q already mounts volume %q at %s; set %s to another path, or %s",
+			c.Name, vm.Name, vm.MountPath, annotations.ModelMount, reuse)
+		if o.Profile != "" {
+			detail = fmt.Sprintf("profile %q sets %s to %s, where container %q already mounts volume %q; set %s to another path, or %s",
+				o.Profile, annotations.ModelMount, vm.MountPath, c.Name, vm.Name, annotations.ModelMount, reuse)
+		}
+		return field.Invalid(o.Path, vm.MountPath, detail)
+	}
+	ci := slices.IndexFunc(t.PodSpec.Containers, func(x corev1.Container) bool { return x.Name == c.Name })
+	return field.Invalid(t.containerPath(ci).Child("volumeMounts").Index(i).Child("mountPath"), vm.MountPath, fmt.Sprintf(
+		"container %q mounts volume %q at %s, where modelgate mounts the model by default; set %s to another path, or %s",
+		c.Name, vm.Name, vm.MountPath, annotations.ModelMount, reuse))
+}
+
 // LoaderPodUIDEnv is the loader's environment variable holding its Pod's
 // UID (`modelgate load` reads it: docs/loader.md).
 const LoaderPodUIDEnv = "MODELGATE_POD_UID"
 
-// loaderContainer builds the model-loader init container.
+// loaderContainer builds the model-loader init container: the scheme's
+// loader, else the default one (LoaderOptions), with its arguments (see
+// loaderArgs) and security context (loaderSecurityContext), and the
+// credentials of credentialEnv.
 func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath string) corev1.Container {
-	img := LoaderImage{Image: o.Image, Command: o.Command}
+	img := LoaderImage{Image: o.Image, Command: o.Command, Args: o.Args, SecurityContext: o.SecurityContext}
 	if s, ok := o.Schemes[m.URI.Scheme]; ok {
 		img = s
 	}
+	envFrom, credEnv := credentialEnv(m)
 	c := corev1.Container{
 		Name:            LoaderContainerName,
 		Image:           img.Image,
 		ImagePullPolicy: o.PullPolicy,
 		Command:         slices.Clone(img.Command),
-		Args:            []string{"--uri=" + m.URI.Raw, "--dest=" + m.MountPath},
+		Args:            loaderArgs(img.Args, m),
 		Resources:       *o.Resources.DeepCopy(),
 		VolumeMounts: []corev1.VolumeMount{{
 			Name: ModelVolumeName, MountPath: m.MountPath, SubPath: subPath,
 		}},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext: loaderSecurityContext(img.SecurityContext),
 		// Spelled out where the API server would default them, so that the
 		// stored container equals a freshly built one and a second pass
 		// changes nothing.
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// The loader's identity in a shared cache's lock: the Pod, not the
-		// host name, which hostNetwork Pods share with the node.
-		Env: []corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+		// host name, which hostNetwork Pods share with the node. It comes
+		// first, the mapped credentials after it.
+		Env: append([]corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"},
-		}}},
+		}}}, credEnv...),
+		EnvFrom: envFrom,
 	}
 	if c.ImagePullPolicy == "" {
 		c.ImagePullPolicy = corev1.PullIfNotPresent
-	}
-	if m.Credentials != "" {
-		c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: m.Credentials},
-		}}}
 	}
 	if m.Size != nil && m.Cache.Medium == annotations.CacheDisk {
 		// The fetched model fills the pod's ephemeral storage: ask for it,

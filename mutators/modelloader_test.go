@@ -4,6 +4,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -327,7 +328,7 @@ func TestModelLoader(t *testing.T) {
 			before: func(s *corev1.PodSpec) {
 				s.Volumes = append(s.Volumes, corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			},
-			wantInvalid: []string{"spec.volumes[model-store].name"},
+			wantInvalid: []string{"<spec>.volumes[model-store].name"},
 		},
 		"another mount at the model mount path is a clash": {
 			model: modelSettings(hfLlama),
@@ -335,7 +336,8 @@ func TestModelLoader(t *testing.T) {
 				s.Volumes = append(s.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 				s.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/models"}}
 			},
-			wantInvalid: []string{"metadata.annotations[modelgate.io/model-mount]"},
+			// The user's own mount: they never set modelgate.io/model-mount.
+			wantInvalid: []string{"<spec>.containers[0].volumeMounts[0].mountPath"},
 		},
 	}
 	for name, tc := range cases {
@@ -364,7 +366,7 @@ func TestModelLoader(t *testing.T) {
 					}
 					var fields []string
 					for _, e := range ie.Errs {
-						fields = append(fields, e.Field)
+						fields = append(fields, strings.Replace(e.Field, tg.specPath().String(), "<spec>", 1))
 					}
 					if diff := cmp.Diff(tc.wantInvalid, fields); diff != "" {
 						t.Errorf("invalid fields (-want +got):\n%s", diff)

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -38,6 +39,10 @@ type Target struct {
 	Templates []*metav1.ObjectMeta
 	// PodSpec is the Pod's spec or the workload's pod template spec.
 	PodSpec *corev1.PodSpec
+	// SpecPath is PodSpec's field path in the object (spec,
+	// spec.template.spec, ...), for errors about what the user wrote
+	// there; nil reads as spec.
+	SpecPath *field.Path
 
 	owns []string
 }
@@ -57,6 +62,19 @@ func (t *Target) PodMeta() *metav1.ObjectMeta {
 		return t.Templates[n-1]
 	}
 	return t.Object
+}
+
+// specPath is SpecPath, or spec when it is not set.
+func (t *Target) specPath() *field.Path {
+	if t.SpecPath == nil {
+		return field.NewPath("spec")
+	}
+	return t.SpecPath
+}
+
+// containerPath is the field path of the app container at index i.
+func (t *Target) containerPath(i int) *field.Path {
+	return t.specPath().Child("containers").Index(i)
 }
 
 // Metas is every metadata the target carries, the object's own first.

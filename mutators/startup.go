@@ -88,4 +88,3 @@ func orDefault(v int32, def int64) int64 {
 	}
 	return int64(v)
 }
-

@@ -21,6 +21,9 @@ import (
 //     unused;
 //   - a profile's modelgate.io/gpu differs from the count the serving
 //     container declares, which wins (see GPUPlacement);
+//   - modelgate's loader fills a volume of its own while the serving
+//     container already mounts a model cache of the pod's (see
+//     secondCopyWarning): two copies of the model;
 //   - the model is kept in memory and the serving container's memory limit
 //     is below the model's size: the tmpfs pages count against the pod's
 //     memory once the loader exits.
@@ -37,12 +40,23 @@ func Warnings(t *Target, in *Input) []string {
 	if m == nil {
 		return out
 	}
+	if m.Cache.Medium == annotations.CacheVolume {
+		// The model is where the serving container mounts the volume.
+		if _, dir, err := userCacheVolume(t, in, m); err == nil {
+			resolved := *m
+			resolved.MountPath = dir
+			m = &resolved
+		}
+	}
 	for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
 		if !servesModel(m, c.WorkingDir, r.Value) {
 			out = append(out, otherModelWarning(c.Name, m, r))
 		}
 	}
 	if w := memoryLimitWarning(c, m, in.Options); w != "" {
+		out = append(out, w)
+	}
+	if w := secondCopyWarning(t.PodSpec, c, m, in.Settings.Serving.Engine, in.Options); w != "" {
 		out = append(out, w)
 	}
 	return out

@@ -39,6 +39,9 @@ var (
 	templateMeta    = field.NewPath("spec", "template", "metadata")
 	jobTemplateMeta = field.NewPath("spec", "jobTemplate", "metadata")
 	cronPodMeta     = field.NewPath("spec", "jobTemplate", "spec", "template", "metadata")
+	podSpec         = field.NewPath("spec")
+	templateSpec    = field.NewPath("spec", "template", "spec")
+	cronPodSpec     = field.NewPath("spec", "jobTemplate", "spec", "template", "spec")
 )
 
 // decoders are the kinds the mutating webhook handles, keyed by
@@ -50,7 +53,7 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 			return nil, err
 		}
 		return &decoded{obj: o, paths: []*field.Path{metaPath},
-			target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec}}, nil
+			target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec, SpecPath: podSpec}}, nil
 	},
 	{Group: "apps", Version: "v1", Kind: "Deployment"}: workload("Deployment",
 		func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
@@ -76,6 +79,7 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 				Object:    &o.ObjectMeta,
 				Templates: []*metav1.ObjectMeta{&jt.ObjectMeta, &jt.Spec.Template.ObjectMeta},
 				PodSpec:   &jt.Spec.Template.Spec,
+				SpecPath:  cronPodSpec,
 			}}, nil
 	},
 }
@@ -95,6 +99,7 @@ func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.Po
 				Object:    meta,
 				Templates: []*metav1.ObjectMeta{&tpl.ObjectMeta},
 				PodSpec:   &tpl.Spec,
+				SpecPath:  templateSpec,
 			}}, nil
 	}
 }

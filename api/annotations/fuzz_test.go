@@ -199,6 +199,57 @@ func FuzzParseProducts(f *testing.F) {
 	})
 }
 
+// FuzzParseCredentialKeys checks that accepted pairs name loader variables
+// once, with valid Secret keys, and format back to a value that parses to
+// the same pairs.
+func FuzzParseCredentialKeys(f *testing.F) {
+	for _, s := range []string{
+		"HF_TOKEN=hf_api_token",
+		"AWS_ACCESS_KEY_ID=accessKey,AWS_SECRET_ACCESS_KEY=secretKey",
+		" AWS_ACCESS_KEY_ID = access_key_id , AWS_SECRET_ACCESS_KEY=secret_access_key,AWS_SESSION_TOKEN=session_token",
+		"GOOGLE_APPLICATION_CREDENTIALS_JSON=key.json",
+		"OCI_USERNAME=username,OCI_PASSWORD=password",
+		"HF_TOKEN=a,HF_TOKEN=b",
+		"HF_TOKEN=hf/token",
+		"HF_TOKEN==",
+		"token",
+		",",
+		"",
+		"HF_TOKEN=\xff",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := ParseCredentialKeys(s)
+		if err != nil {
+			if keys != nil {
+				t.Fatalf("ParseCredentialKeys(%q) = %v with error %v", s, keys, err)
+			}
+			return
+		}
+		if len(keys) == 0 {
+			t.Fatalf("ParseCredentialKeys(%q) accepted no pairs", s)
+		}
+		for i, k := range keys {
+			if !slices.Contains(LoaderCredentialVars, k.Env) {
+				t.Fatalf("ParseCredentialKeys(%q) accepted variable %q", s, k.Env)
+			}
+			if len(validation.IsConfigMapKey(k.Key)) > 0 {
+				t.Fatalf("ParseCredentialKeys(%q) accepted key %q, not a Secret key", s, k.Key)
+			}
+			for _, prev := range keys[:i] {
+				if prev.Env == k.Env {
+					t.Fatalf("ParseCredentialKeys(%q) = %v, with %s twice", s, keys, k.Env)
+				}
+			}
+		}
+		again, err := ParseCredentialKeys(FormatCredentialKeys(keys))
+		if err != nil || !slices.Equal(again, keys) {
+			t.Fatalf("ParseCredentialKeys(%q) = %v, which formats and parses back to %v, %v", s, keys, again, err)
+		}
+	})
+}
+
 // fuzzKeys are the keys FuzzParser picks from.
 var fuzzKeys = append(slices.Clone(SettingKeys), Inject)
 
@@ -228,6 +279,11 @@ func FuzzParser(f *testing.F) {
 		{nil, map[string]string{Engine: "custom", Port: "8080", HealthPath: "/health", WarmupTimeout: "600"}},
 		{map[string]string{GPUProduct: "H100,A100", GPUMemory: "81920"}, map[string]string{Container: "server"}},
 		{nil, map[string]string{Model: "hf://org/repo@" + hfCommit, ModelMount: "/mnt/m", ModelCredentials: "hf"}},
+		{map[string]string{ModelCredentialsKeys: "HF_TOKEN=token"}, map[string]string{Model: "hf://org/repo", ModelCredentials: "hf",
+			ModelCredentialsKeys: "HF_TOKEN=hf_api_token,HUGGING_FACE_HUB_TOKEN=hf_api_token"}},
+		{nil, map[string]string{Model: "s3://models/llama", ModelCredentials: "minio",
+			ModelCredentialsKeys: "AWS_ACCESS_KEY_ID=accessKey, AWS_SECRET_ACCESS_KEY=secretKey,AWS_ACCESS_KEY_ID=x"}},
+		{nil, map[string]string{Model: "pvc://models/llama", ModelCredentialsKeys: "GOOGLE_APPLICATION_CREDENTIALS_JSON=key.json"}},
 		{map[string]string{Model: "ftp://x"}, map[string]string{GPU: "0", Profile: "nope"}},
 	} {
 		keys, joined := fuzzSeed(seed[0], seed[1])

@@ -25,8 +25,12 @@ const (
 	// ModelMount is where serving containers see the model (default
 	// /models), mounted read-only.
 	ModelMount = Prefix + "model-mount"
-	// ModelCache is "disk" (default), "memory" or "pvc:<claim>". "memory"
-	// requires ModelSize: the model is a tmpfs charged to the pod's memory.
+	// ModelCache is "disk" (default), "memory", "pvc:<claim>" or
+	// "volume:<name>". "memory" requires ModelSize: the model is a tmpfs
+	// charged to the pod's memory. "volume:<name>" loads the model into a
+	// volume of the pod's own that the serving container already mounts
+	// (its cache on a PVC, say), at that mount's path, instead of a second
+	// copy in a volume of modelgate's.
 	ModelCache = Prefix + "model-cache"
 	// ModelSize is a quantity (16Gi) sizing the cache volume and the
 	// loader's ephemeral storage (disk) or memory (memory cache).
@@ -34,6 +38,12 @@ const (
 	// ModelCredentials names a Secret whose keys become the loader's
 	// environment, and only the loader's.
 	ModelCredentials = Prefix + "model-credentials"
+	// ModelCredentialsKeys maps keys of the ModelCredentials Secret to the
+	// variables the loader reads, as comma-separated VAR=key pairs
+	// (HF_TOKEN=hf_api_token): each becomes an env entry of the loader
+	// taking the key's value, besides the envFrom of the whole Secret. VAR
+	// is one of LoaderCredentialVars. It requires ModelCredentials.
+	ModelCredentialsKeys = Prefix + "model-credentials-keys"
 
 	// GPU is the number of GPUs the target container gets (a positive
 	// integer).
@@ -66,7 +76,7 @@ const (
 // SettingKeys are the annotations Parse reads into Settings (besides
 // Inject), in the order errors are reported.
 var SettingKeys = []string{
-	Model, ModelMount, ModelCache, ModelSize, ModelCredentials,
+	Model, ModelMount, ModelCache, ModelSize, ModelCredentials, ModelCredentialsKeys,
 	GPU, GPUProduct, GPUMemory,
 	Engine, Port, HealthPath, WarmupTimeout,
 	Container, Profile,

@@ -64,6 +64,10 @@ const (
 	CacheDisk   CacheMedium = "disk"
 	CacheMemory CacheMedium = "memory"
 	CachePVC    CacheMedium = "pvc"
+	// CacheVolume is a volume of the pod's own that the serving container
+	// already mounts (its model cache): the loader fills it, and no second
+	// copy is made.
+	CacheVolume CacheMedium = "volume"
 )
 
 // Cache is a parsed modelgate.io/model-cache value.
@@ -71,6 +75,8 @@ type Cache struct {
 	Medium CacheMedium `json:"medium"`
 	// Claim is the shared cache claim for CachePVC.
 	Claim string `json:"claim,omitempty"`
+	// Volume is the pod's volume for CacheVolume.
+	Volume string `json:"volume,omitempty"`
 }
 
 // DefaultModelMount is where serving containers see the model by default.
@@ -87,6 +93,17 @@ type ModelSettings struct {
 	Size *resource.Quantity `json:"size,omitempty"`
 	// Credentials is a Secret name, empty for none.
 	Credentials string `json:"credentials,omitempty"`
+	// CredentialKeys map keys of the Credentials Secret to loader
+	// variables, in the order written; empty without
+	// modelgate.io/model-credentials-keys.
+	CredentialKeys []CredentialKey `json:"credentialKeys,omitempty"`
+}
+
+// CredentialKey is one VAR=key pair of modelgate.io/model-credentials-keys:
+// the loader's variable Env takes the value of the Secret's key Key.
+type CredentialKey struct {
+	Env string `json:"env"`
+	Key string `json:"key"`
 }
 
 // GPUSettings is the GPU placement asked for. The zero value asks for

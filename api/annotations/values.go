@@ -36,9 +36,16 @@ func ParseCache(s string) (Cache, error) {
 	case string(CacheMemory):
 		return Cache{Medium: CacheMemory}, nil
 	}
+	if name, ok := strings.CutPrefix(s, string(CacheVolume)+":"); ok {
+		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+			return Cache{}, fmt.Errorf(`volume %q in "volume:<name>" is not a valid volume name: %s`,
+				name, strings.Join(msgs, "; "))
+		}
+		return Cache{Medium: CacheVolume, Volume: name}, nil
+	}
 	claim, ok := strings.CutPrefix(s, string(CachePVC)+":")
 	if !ok {
-		return Cache{}, errors.New(`must be "disk", "memory" or "pvc:<claim>"`)
+		return Cache{}, errors.New(`must be "disk", "memory", "pvc:<claim>" or "volume:<name of a volume the serving container mounts>"`)
 	}
 	if msgs := validation.IsDNS1123Subdomain(claim); len(msgs) > 0 {
 		return Cache{}, fmt.Errorf(`claim %q in "pvc:<claim>" is not a valid PersistentVolumeClaim name: %s`,

@@ -27,7 +27,7 @@ func TestValueParsers(t *testing.T) {
 		gpus       = anyParser(func(s string) (int64, error) { return ParsePositiveInt(s, MaxGPUs) })
 	)
 	const (
-		cacheRule  = `must be "disk", "memory" or "pvc:<claim>"`
+		cacheRule  = `must be "disk", "memory", "pvc:<claim>" or "volume:<name of a volume the serving container mounts>"`
 		healthRule = `must be an HTTP path starting with "/" (for example /health), without spaces or non-ASCII characters, at most 256 characters`
 		mountRule  = `must be an absolute, clean path other than "/" and without ':' (for example /models)`
 	)
@@ -44,6 +44,9 @@ func TestValueParsers(t *testing.T) {
 		"cache upper case":        {parse: cache, in: "Disk", wantErr: cacheRule},
 		"cache empty":             {parse: cache, in: "", wantErr: cacheRule},
 		"cache pvc without claim": {parse: cache, in: "pvc:", wantErr: `claim "" in "pvc:<claim>" is not a valid PersistentVolumeClaim name: *`},
+		"cache volume":            {parse: cache, in: "volume:hf-cache", want: Cache{Medium: CacheVolume, Volume: "hf-cache"}},
+		"cache volume bad name":   {parse: cache, in: "volume:HF.cache", wantErr: `volume "HF.cache" in "volume:<name>" is not a valid volume name: *`},
+		"cache volume empty":      {parse: cache, in: "volume:", wantErr: `volume "" in "volume:<name>" is not a valid volume name: *`},
 		"cache pvc bad claim":     {parse: cache, in: "pvc:Cache", wantErr: `claim "Cache" in "pvc:<claim>" is not a valid PersistentVolumeClaim name: *`},
 
 		"gpus one":           {parse: gpus, in: "1", want: int64(1)},

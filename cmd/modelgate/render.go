@@ -34,10 +34,11 @@ the webhook's own code, without a cluster. Pods, Deployments, StatefulSets,
 Jobs and CronJobs are admitted as a CREATE: mutated, then judged by the
 policies. AIInferences, in any version, are converted to v1, defaulted,
 validated and judged by the policies, and printed as the v1 object the API
-server would store. Other objects pass through unchanged. The objects (mutated where
-modelgate changed them) are printed on stdout, one decision per object on
-stderr. Exit status: 0 when every object is allowed (warnings included), 1
-when one is denied, 2 on an error.
+server would store. Other objects pass through unchanged, with a warning
+when they carry modelgate.io/ annotations, which do nothing to them. The
+objects (mutated where modelgate changed them) are printed on stdout, one
+decision per object on stderr. Exit status: 0 when every object is allowed
+(warnings included), 1 when one is denied, 2 on an error.
 
 Flags:
 `
@@ -255,6 +256,9 @@ func (r *renderer) admit(ctx context.Context, obj []byte, ti offline.TypeInfo) (
 		r.denied = true
 	}
 	writeDecision(r.decisions, ti.Kind+" "+name, &out)
+	if !offline.Handles(ti.APIVersion, ti.Kind) {
+		writeUnhandledAnnotations(r.decisions, &ti, modelgateAnnotations(obj))
+	}
 	return out.Object, out.Mutated, nil
 }
 

@@ -74,6 +74,8 @@ func TestRender(t *testing.T) {
 		// Exit 0: everything allowed.
 		"vllm-no-policies": {args: []string{"-f", vllm}},
 		"passthrough":      {args: []string{"-f", "testdata/render/passthrough.yaml"}},
+		// Custom resources with modelgate.io/ annotations: a warning, still exit 0.
+		"custom-resources": {args: []string{"-f", "testdata/render/custom-resources.yaml"}},
 		"namespace-and-list": {args: []string{"-f", "testdata/render/namespace-and-list.yaml",
 			"--policies", samples, "--user", "bob"}},
 		"config-loader-image": {args: []string{"-f", vllm, "--config", "testdata/config/loader.yaml",
@@ -120,7 +122,7 @@ func TestRender(t *testing.T) {
 // Objects modelgate does not handle, and handled ones it leaves alone,
 // come out exactly as they went in, comments included.
 func TestRenderPassesThroughVerbatim(t *testing.T) {
-	for _, file := range []string{"testdata/render/passthrough.yaml"} {
+	for _, file := range []string{"testdata/render/passthrough.yaml", "testdata/render/custom-resources.yaml"} {
 		stdout, stderr, code := runCLI(t, "", "render", "-f", file)
 		if code != 0 {
 			t.Fatalf("exit status %d; stderr:\n%s", code, stderr)

@@ -42,7 +42,8 @@ deny contains msg if {
 	input.workload.gpu.products == [] # a test against a constant: OPA skips the rule when a product is named
 	input.workload.gpu.count > 0
 	object.get(input.parameters, ["requireProduct"], false) == true
-	msg := sprintf("pod asks for %s but names no GPU product; set modelgate.io/gpu-product%s", [
+	msg := sprintf("%s asks for %s but names no GPU product; set modelgate.io/gpu-product%s", [
+		pods,
 		gpus(input.workload.gpu.count),
 		choices,
 	])
@@ -56,6 +57,12 @@ allowed := object.get(input.parameters, ["namespaces", input.workload.namespace]
 choices := sprintf(" to one of %s (allowed in namespace %q)", [quoted(allowed), input.workload.namespace]) if {
 	count(allowed) > 0
 } else := ""
+
+# pods names the pods the workload runs, in its own words: "pod" for a Pod,
+# each pod of Deployment "llama" for a workload with a pod template.
+pods := "pod" if {
+	input.workload.kind == "Pod"
+} else := sprintf("each pod of %s %q", [input.workload.kind, input.workload.name])
 
 quoted(names) := concat(", ", [sprintf("%q", [n]) | some n in names])
 

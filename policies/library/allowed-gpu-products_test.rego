@@ -46,6 +46,8 @@ container(name, gpus) := {
 
 in_namespace(r, ns) := object.union(r, {"workload": {"namespace": ns}})
 
+of_kind(r, kind, api_version, name) := object.union(r, {"workload": {"kind": kind, "apiVersion": api_version, "name": name}, "object": {"kind": kind}})
+
 update(r) := object.union(r, {"workload": {"operation": "UPDATE"}, "oldObject": {"kind": "Deployment"}})
 
 test_allows_listed_products if {
@@ -99,12 +101,19 @@ test_empty_namespace_list_allows_any_product if {
 
 test_require_product_denies_a_gpu_workload_without_one if {
 	p := object.union(params, {"requireProduct": true})
-	policy.deny == {`pod asks for 2 GPUs but names no GPU product; set modelgate.io/gpu-product to one of "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3" (allowed in namespace "team-a")`} with input as review(2, [], p)
-	policy.deny == {`pod asks for 2 GPUs but names no GPU product; set modelgate.io/gpu-product to one of "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3" (allowed in namespace "team-a")`} with input as update(review(2, [], p))
+	policy.deny == {`each pod of Deployment "llama" asks for 2 GPUs but names no GPU product; set modelgate.io/gpu-product to one of "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3" (allowed in namespace "team-a")`} with input as review(2, [], p)
+	policy.deny == {`each pod of Deployment "llama" asks for 2 GPUs but names no GPU product; set modelgate.io/gpu-product to one of "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3" (allowed in namespace "team-a")`} with input as update(review(2, [], p))
 }
 
 test_require_product_without_a_list if {
-	policy.deny == {`pod asks for 1 GPU but names no GPU product; set modelgate.io/gpu-product`} with input as review(1, [], {"requireProduct": true})
+	policy.deny == {`each pod of Deployment "llama" asks for 1 GPU but names no GPU product; set modelgate.io/gpu-product`} with input as review(1, [], {"requireProduct": true})
+}
+
+test_require_product_names_the_workload_in_its_own_words if {
+	p := {"requireProduct": true}
+	policy.deny == {`each pod of CronJob "nightly-eval" asks for 1 GPU but names no GPU product; set modelgate.io/gpu-product`} with input as of_kind(review(1, [], p), "CronJob", "batch/v1", "nightly-eval")
+	policy.deny == {`each pod of StatefulSet "llama" asks for 1 GPU but names no GPU product; set modelgate.io/gpu-product`} with input as of_kind(review(1, [], p), "StatefulSet", "apps/v1", "llama")
+	policy.deny == {`pod asks for 1 GPU but names no GPU product; set modelgate.io/gpu-product`} with input as of_kind(review(1, [], p), "Pod", "v1", "llama-0")
 }
 
 test_require_product_allows_a_workload_naming_one if {

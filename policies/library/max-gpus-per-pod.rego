@@ -25,9 +25,10 @@ deny contains msg if {
 	# is computed here rather than in a rule of its own, which costs more.
 	allowed := object.get(input.parameters, ["namespaces", input.workload.namespace], object.get(input.parameters, ["max"], 8))
 	input.workload.gpu.count > allowed
-	msg := sprintf("%s asks for %s; %s per pod in namespace %q", [
-		asker,
+	msg := sprintf("%s asks for %s (%s); %s per pod in namespace %q", [
+		pods,
 		gpus(input.workload.gpu.count),
+		holding,
 		at_most(allowed),
 		input.workload.namespace,
 	])
@@ -45,11 +46,17 @@ holders := array.concat(
 	],
 )
 
-# asker names who asks for the GPUs: the one container that does, or the pod
-# with each container's share.
-asker := holders[0].who if {
+# pods names the pods the workload runs, in its own words: "pod" for a Pod,
+# each pod of Deployment "llama" for a workload with a pod template.
+pods := "pod" if {
+	input.workload.kind == "Pod"
+} else := sprintf("each pod of %s %q", [input.workload.kind, input.workload.name])
+
+# holding names the containers that ask for the GPUs: the one that does, or
+# each with its share.
+holding := holders[0].who if {
 	count(holders) == 1
-} else := sprintf("pod (%s)", [concat(", ", [sprintf("%s: %v", [h.who, h.gpus]) | some h in holders])])
+} else := concat(", ", [sprintf("%s: %v", [h.who, h.gpus]) | some h in holders])
 
 at_most(n) := "at most 1 is allowed" if {
 	n == 1

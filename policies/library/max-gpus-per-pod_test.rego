@@ -38,6 +38,8 @@ container(name, gpus) := {
 
 in_namespace(r, ns) := object.union(r, {"workload": {"namespace": ns}})
 
+of_kind(r, kind, api_version, name) := object.union(r, {"workload": {"kind": kind, "apiVersion": api_version, "name": name}, "object": {"kind": kind}})
+
 update(r) := object.union(r, {"workload": {"operation": "UPDATE"}, "oldObject": {"kind": "Deployment"}})
 
 test_allows_up_to_the_default_max if {
@@ -49,41 +51,41 @@ test_allows_a_cpu_only_pod if {
 }
 
 test_denies_over_the_default_max if {
-	policy.deny == {`container "vllm" asks for 9 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 9)], {})
+	policy.deny == {`each pod of Deployment "llama" asks for 9 GPUs (container "vllm"); at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 9)], {})
 }
 
 test_denies_over_the_default_max_on_update if {
-	policy.deny == {`container "vllm" asks for 9 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as update(review([container("vllm", 9)], {}))
+	policy.deny == {`each pod of Deployment "llama" asks for 9 GPUs (container "vllm"); at most 8 are allowed per pod in namespace "team-a"`} with input as update(review([container("vllm", 9)], {}))
 }
 
 test_max_parameter_replaces_the_default if {
 	count(policy.deny) == 0 with input as review([container("vllm", 9)], {"max": 12})
-	policy.deny == {`container "vllm" asks for 4 GPUs; at most 2 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 4)], {"max": 2})
+	policy.deny == {`each pod of Deployment "llama" asks for 4 GPUs (container "vllm"); at most 2 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 4)], {"max": 2})
 }
 
 test_max_zero_forbids_gpus if {
-	policy.deny == {`container "vllm" asks for 1 GPU; at most 0 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 1)], {"max": 0})
+	policy.deny == {`each pod of Deployment "llama" asks for 1 GPU (container "vllm"); at most 0 are allowed per pod in namespace "team-a"`} with input as review([container("vllm", 1)], {"max": 0})
 }
 
 test_namespace_override_raises_the_limit if {
 	params := {"max": 8, "namespaces": {"research": 16}}
 	count(policy.deny) == 0 with input as in_namespace(review([container("trainer", 16)], params), "research")
-	policy.deny == {`container "trainer" asks for 17 GPUs; at most 16 are allowed per pod in namespace "research"`} with input as in_namespace(review([container("trainer", 17)], params), "research")
+	policy.deny == {`each pod of Deployment "llama" asks for 17 GPUs (container "trainer"); at most 16 are allowed per pod in namespace "research"`} with input as in_namespace(review([container("trainer", 17)], params), "research")
 }
 
 test_namespace_override_lowers_the_limit if {
 	params := {"max": 8, "namespaces": {"sandbox": 1}}
-	policy.deny == {`container "vllm" asks for 2 GPUs; at most 1 is allowed per pod in namespace "sandbox"`} with input as in_namespace(review([container("vllm", 2)], params), "sandbox")
+	policy.deny == {`each pod of Deployment "llama" asks for 2 GPUs (container "vllm"); at most 1 is allowed per pod in namespace "sandbox"`} with input as in_namespace(review([container("vllm", 2)], params), "sandbox")
 }
 
 test_override_applies_only_to_its_namespace if {
 	params := {"namespaces": {"research": 16}}
-	policy.deny == {`container "trainer" asks for 16 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("trainer", 16)], params)
+	policy.deny == {`each pod of Deployment "llama" asks for 16 GPUs (container "trainer"); at most 8 are allowed per pod in namespace "team-a"`} with input as review([container("trainer", 16)], params)
 }
 
 test_names_each_container_when_several_ask if {
 	r := review([container("a", 6), container("sidecar", 0), container("b", 4)], {})
-	policy.deny == {`pod (container "a": 6, container "b": 4) asks for 10 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+	policy.deny == {`each pod of Deployment "llama" asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as r
 }
 
 test_counts_a_larger_init_container if {
@@ -91,7 +93,7 @@ test_counts_a_larger_init_container if {
 		"initContainers": [container("warmup", 12)],
 		"gpu": {"count": 12},
 	}})
-	policy.deny == {`pod (container "vllm": 1, init container "warmup": 12) asks for 12 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+	policy.deny == {`each pod of Deployment "llama" asks for 12 GPUs (container "vllm": 1, init container "warmup": 12); at most 8 are allowed per pod in namespace "team-a"`} with input as r
 }
 
 test_names_a_lone_init_container if {
@@ -99,5 +101,12 @@ test_names_a_lone_init_container if {
 		"initContainers": [container("warmup", 10)],
 		"gpu": {"count": 10},
 	}})
-	policy.deny == {`init container "warmup" asks for 10 GPUs; at most 8 are allowed per pod in namespace "team-a"`} with input as r
+	policy.deny == {`each pod of Deployment "llama" asks for 10 GPUs (init container "warmup"); at most 8 are allowed per pod in namespace "team-a"`} with input as r
+}
+
+test_names_the_pods_in_the_workloads_own_words if {
+	r := review([container("a", 6), container("b", 4)], {})
+	policy.deny == {`pod asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as of_kind(r, "Pod", "v1", "llama-0")
+	policy.deny == {`each pod of CronJob "nightly-eval" asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as of_kind(r, "CronJob", "batch/v1", "nightly-eval")
+	policy.deny == {`each pod of Job "pretrain" asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as of_kind(r, "Job", "batch/v1", "pretrain")
 }

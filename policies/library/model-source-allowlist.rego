@@ -3,11 +3,12 @@
 # team lists.
 #
 # Each list restricts one dimension; an empty or absent list leaves that
-# dimension unrestricted. A model can break several lists at once, and each
-# is one violation. Buckets apply to s3 and gs models, organizations to hf
-# models, hosts to https models (host[:port]) and oci models (the
-# registry[:port]). Hosts are compared without regard to case, everything
-# else exactly.
+# dimension unrestricted. Buckets apply to s3 and gs models, organizations to
+# hf models, hosts to https models (host[:port]) and oci models (the
+# registry[:port]). A model whose scheme is not allowed is one violation,
+# for its scheme only: the other lists apply to models whose scheme is
+# allowed. Hosts are compared without regard to case, everything else
+# exactly.
 #
 # Parameters:
 #   schemes  allowed schemes: s3, gs, hf, pvc, https, oci
@@ -32,7 +33,9 @@ package modelgate.library.model_source_allowlist
 # anything. A test of an input field against constants (the scheme in
 # {"s3", "gs"}) lets OPA skip a rule without evaluating it. A list is read in
 # the rule that needs it, and checked for emptiness only once the model is not
-# in it.
+# in it. The bucket, organization and host rules test scheme_allowed last: a
+# model with a scheme not allowed breaks only the schemes list, since another
+# scheme would mean another bucket, organization or host anyway.
 
 deny contains msg if {
 	allowed := object.get(input.parameters, "schemes", [])
@@ -50,6 +53,7 @@ deny contains msg if {
 	allowed := object.get(input.parameters, "buckets", [])
 	not input.workload.model.bucket in allowed
 	count(allowed) > 0
+	scheme_allowed
 	msg := sprintf("modelgate.io/model %q is in bucket %q; allowed buckets: %s", [
 		input.workload.model.uri,
 		input.workload.model.bucket,
@@ -62,6 +66,7 @@ deny contains msg if {
 	allowed := object.get(input.parameters, "hfOrgs", [])
 	not input.workload.model.org in allowed
 	count(allowed) > 0
+	scheme_allowed
 	msg := sprintf("modelgate.io/model %q is from Hugging Face organization %q; allowed organizations: %s", [
 		input.workload.model.uri,
 		input.workload.model.org,
@@ -75,6 +80,7 @@ deny contains msg if {
 	allowed := object.get(input.parameters, "hosts", [])
 	not lower(input.workload.model.host) in {lower(h) | some h in allowed}
 	count(allowed) > 0
+	scheme_allowed
 	msg := sprintf("modelgate.io/model %q comes from %s %q; allowed hosts: %s", [
 		input.workload.model.uri,
 		what,
@@ -82,5 +88,11 @@ deny contains msg if {
 		quoted(allowed),
 	])
 }
+
+# scheme_allowed: the model's scheme is in the schemes list, or the list is
+# empty or absent.
+scheme_allowed if input.workload.model.scheme in object.get(input.parameters, "schemes", [])
+
+scheme_allowed if count(object.get(input.parameters, "schemes", [])) == 0
 
 quoted(names) := concat(", ", [sprintf("%q", [n]) | some n in names])

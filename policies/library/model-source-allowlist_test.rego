@@ -103,11 +103,17 @@ test_buckets_apply_to_gs_too if {
 	count(policy.deny) == 0 with input as review(gs("acme-models"), {"buckets": ["acme-models"]})
 }
 
-test_reports_every_list_a_model_breaks if {
-	policy.deny == {
-		`modelgate.io/model "gs://scratch/llama" uses scheme "gs"; allowed schemes: "s3", "hf", "oci", "https", "pvc"`,
-		`modelgate.io/model "gs://scratch/llama" is in bucket "scratch"; allowed buckets: "acme-models"`,
-	} with input as review(gs("scratch"), params)
+test_reports_a_disallowed_scheme_alone if {
+	p := {"schemes": ["s3", "hf"], "buckets": ["acme"], "hfOrgs": ["acme"], "hosts": ["registry.acme.internal"]}
+	policy.deny == {`modelgate.io/model "gs://other-bucket/llama" uses scheme "gs"; allowed schemes: "s3", "hf"`} with input as review(gs("other-bucket"), p)
+	policy.deny == {`modelgate.io/model "oci://ghcr.io/models/llama:v1" uses scheme "oci"; allowed schemes: "s3", "hf"`} with input as review(oci("ghcr.io"), p)
+	policy.deny == {`modelgate.io/model "https://example.com/llama.safetensors" uses scheme "https"; allowed schemes: "s3", "hf"`} with input as review(https("example.com"), p)
+}
+
+test_other_lists_apply_when_the_scheme_is_allowed if {
+	p := {"schemes": ["s3", "hf"], "buckets": ["acme"], "hfOrgs": ["acme"]}
+	policy.deny == {`modelgate.io/model "s3://other-bucket/llama" is in bucket "other-bucket"; allowed buckets: "acme"`} with input as review(s3("other-bucket"), p)
+	policy.deny == {`modelgate.io/model "hf://evil-corp/llama" is from Hugging Face organization "evil-corp"; allowed organizations: "acme"`} with input as review(hf("evil-corp", "llama"), p)
 }
 
 test_denies_an_unlisted_hf_org if {

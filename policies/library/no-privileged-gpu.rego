@@ -49,11 +49,18 @@ deny contains host_namespace("hostIPC", "IPC namespace") if {
 	count(gpu_containers) > 0
 }
 
-host_namespace(field, namespace) := sprintf("pod sets %s: true and has GPUs (%s); pods with GPUs must not share the host's %s", [
+host_namespace(field, namespace) := sprintf("%s sets %s: true and has GPUs (%s); pods with GPUs must not share the host's %s", [
+	pods,
 	field,
 	concat(", ", gpu_containers),
 	namespace,
 ])
+
+# pods names the pods the workload runs, in its own words: "pod" for a Pod,
+# each pod of Deployment "llama" for a workload with a pod template.
+pods := "pod" if {
+	input.workload.kind == "Pod"
+} else := sprintf("each pod of %s %q", [input.workload.kind, input.workload.name])
 
 # gpu_containers are the containers with GPUs, as messages name them.
 gpu_containers := array.concat(

@@ -77,6 +77,11 @@ test_denies_host_ipc_naming_every_gpu_container if {
 	policy.deny == {`pod sets hostIPC: true and has GPUs (container "a", container "b", init container "warmup"); pods with GPUs must not share the host's IPC namespace`} with input as review([container("a", 1), container("sidecar", 0), container("b", 1)], [container("warmup", 1)], {"hostIPC": true})
 }
 
+test_names_the_pods_of_a_workload if {
+	policy.deny == {`each pod of CronJob "nightly-eval" sets hostNetwork: true and has GPUs (container "vllm"); pods with GPUs must not share the host's network namespace`} with input as review([container("vllm", 1)], [], {"kind": "CronJob", "apiVersion": "batch/v1", "name": "nightly-eval", "hostNetwork": true})
+	policy.deny == {`each pod of Deployment "llama" sets hostPID: true and has GPUs (container "vllm"); pods with GPUs must not share the host's process ID namespace`} with input as review([container("vllm", 1)], [], {"kind": "Deployment", "apiVersion": "apps/v1", "hostPID": true})
+}
+
 test_denies_every_violation_at_once if {
 	policy.deny == {
 		`container "vllm" has 1 GPU and sets securityContext.privileged: true; containers with GPUs must not be privileged`,

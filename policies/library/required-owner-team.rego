@@ -25,11 +25,25 @@ require_team := object.get(input.parameters, ["requireTeam"], true)
 
 namespace_team := object.get(input.workload, ["namespaceLabels", "modelgate.io/team"], "")
 
+# A workload that did not opt in, in a namespace with a team, lacks both
+# labels for one reason: one violation names both, and the team rule below
+# stays quiet. Every other missing label is its own problem with its own fix.
+
 deny contains msg if {
 	input.workload.owner == ""
+	not team_follows_opt_in
 	msg := sprintf(
 		"label modelgate.io/owner is missing: modelgate records the creator of workloads that opt in; annotate %s %q with modelgate.io/inject: \"true\" or label namespace %q with modelgate.io/injection=enabled",
 		[input.workload.kind, input.workload.name, input.workload.namespace],
+	)
+}
+
+deny contains msg if {
+	input.workload.owner == ""
+	team_follows_opt_in
+	msg := sprintf(
+		"labels modelgate.io/owner and modelgate.io/team are missing: modelgate records the creator of workloads that opt in and copies namespace %q's modelgate.io/team=%s to them; annotate %s %q with modelgate.io/inject: \"true\" or label namespace %q with modelgate.io/injection=enabled",
+		[input.workload.namespace, namespace_team, input.workload.kind, input.workload.name, input.workload.namespace],
 	)
 }
 
@@ -41,11 +55,18 @@ deny contains msg if {
 }
 
 deny contains msg if {
-	require_team == true
-	input.workload.team == ""
-	namespace_team != ""
+	input.workload.owner != ""
+	team_follows_opt_in
 	msg := sprintf(
 		"label modelgate.io/team is missing: namespace %q has modelgate.io/team=%s, which modelgate copies to workloads that opt in; annotate %s %q with modelgate.io/inject: \"true\"",
 		[input.workload.namespace, namespace_team, input.workload.kind, input.workload.name],
 	)
+}
+
+# team_follows_opt_in: the team is required and missing, and opting in would
+# copy it from the namespace.
+team_follows_opt_in if {
+	require_team == true
+	input.workload.team == ""
+	namespace_team != ""
 }

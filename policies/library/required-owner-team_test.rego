@@ -54,18 +54,23 @@ test_denies_a_missing_team_when_the_namespace_has_none if {
 	policy.deny == {`label modelgate.io/team is missing: label namespace "team-a" with modelgate.io/team`} with input as review(no_namespace_team, {})
 }
 
-test_denies_a_missing_team_when_the_workload_did_not_opt_in if {
-	policy.deny == {
-		`label modelgate.io/owner is missing: modelgate records the creator of workloads that opt in; annotate Deployment "llama" with modelgate.io/inject: "true" or label namespace "team-a" with modelgate.io/injection=enabled`,
-		`label modelgate.io/team is missing: namespace "team-a" has modelgate.io/team=nlp, which modelgate copies to workloads that opt in; annotate Deployment "llama" with modelgate.io/inject: "true"`,
-	} with input as review(not_opted_in, {})
+test_reports_a_workload_that_did_not_opt_in_once if {
+	policy.deny == {`labels modelgate.io/owner and modelgate.io/team are missing: modelgate records the creator of workloads that opt in and copies namespace "team-a"'s modelgate.io/team=nlp to them; annotate Deployment "llama" with modelgate.io/inject: "true" or label namespace "team-a" with modelgate.io/injection=enabled`} with input as review(not_opted_in, {})
 }
 
 test_denies_on_update if {
+	policy.deny == {`labels modelgate.io/owner and modelgate.io/team are missing: modelgate records the creator of workloads that opt in and copies namespace "team-a"'s modelgate.io/team=nlp to them; annotate Deployment "llama" with modelgate.io/inject: "true" or label namespace "team-a" with modelgate.io/injection=enabled`} with input as update(review(not_opted_in, {}))
+}
+
+test_denies_a_missing_team_that_opting_in_would_copy if {
+	policy.deny == {`label modelgate.io/team is missing: namespace "team-a" has modelgate.io/team=nlp, which modelgate copies to workloads that opt in; annotate Deployment "llama" with modelgate.io/inject: "true"`} with input as review({"team": ""}, {})
+}
+
+test_reports_each_fix_when_the_namespace_has_no_team if {
 	policy.deny == {
 		`label modelgate.io/owner is missing: modelgate records the creator of workloads that opt in; annotate Deployment "llama" with modelgate.io/inject: "true" or label namespace "team-a" with modelgate.io/injection=enabled`,
-		`label modelgate.io/team is missing: namespace "team-a" has modelgate.io/team=nlp, which modelgate copies to workloads that opt in; annotate Deployment "llama" with modelgate.io/inject: "true"`,
-	} with input as update(review(not_opted_in, {}))
+		`label modelgate.io/team is missing: label namespace "team-a" with modelgate.io/team`,
+	} with input as review(object.union(not_opted_in, {"namespaceLabels": {}}), {})
 }
 
 test_names_the_workload_kind if {

@@ -67,11 +67,10 @@ test_denies_pods_and_statefulsets if {
 	policy.deny == {`container "vllm" serves a model (engine "vllm") but has no readinessProbe; add one so traffic waits until the model is loaded`} with input as review("StatefulSet", [container("vllm", false)], "vllm")
 }
 
-test_checks_every_container_without_a_serving_container if {
-	policy.deny == {
-		`container "a" serves a model (engine "vllm") but has no readinessProbe; add one so traffic waits until the model is loaded`,
-		`container "c" serves a model (engine "vllm") but has no readinessProbe; add one so traffic waits until the model is loaded`,
-	} with input as review("Deployment", [container("a", false), container("b", true), container("c", false)], "")
+test_reports_unprobed_containers_once_without_a_serving_container if {
+	policy.deny == {`containers "a", "c" have no readinessProbe, and no container is named as the one serving the model (engine "vllm"); name it with modelgate.io/container and give it a readinessProbe so traffic waits until the model is loaded`} with input as review("Deployment", [container("a", false), container("b", true), container("c", false)], "")
+	policy.deny == {`container "c" has no readinessProbe, and no container is named as the one serving the model (engine "vllm"); name it with modelgate.io/container and give it a readinessProbe so traffic waits until the model is loaded`} with input as review("Deployment", [container("b", true), container("c", false)], "")
+	count(policy.deny) == 0 with input as review("Deployment", [container("a", true), container("b", true)], "")
 }
 
 test_skips_jobs_and_cronjobs if {
