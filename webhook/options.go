@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
@@ -14,11 +16,13 @@ import (
 func mutatorOptions(in *config.Injection) *mutators.Options {
 	o := &mutators.Options{
 		Loader: mutators.LoaderOptions{
-			Image:        in.Loader.Image,
-			Command:      append([]string(nil), in.Loader.Command...),
-			Schemes:      map[annotations.Scheme]mutators.LoaderImage{},
-			PullPolicy:   in.Loader.PullPolicy,
-			ImageVolumes: in.Loader.ImageVolumes,
+			Image:           in.Loader.Image,
+			Command:         append([]string(nil), in.Loader.Command...),
+			Args:            slices.Clone(in.Loader.Args),
+			SecurityContext: in.Loader.SecurityContext.DeepCopy(),
+			Schemes:         map[annotations.Scheme]mutators.LoaderImage{},
+			PullPolicy:      in.Loader.PullPolicy,
+			ImageVolumes:    in.Loader.ImageVolumes,
 		},
 		GPU: mutators.GPUOptions{
 			ResourceName: corev1.ResourceName(in.GPU.ResourceName),
@@ -37,6 +41,7 @@ func mutatorOptions(in *config.Injection) *mutators.Options {
 	for scheme, img := range in.Loader.Schemes {
 		o.Loader.Schemes[annotations.Scheme(scheme)] = mutators.LoaderImage{
 			Image: img.Image, Command: append([]string(nil), img.Command...),
+			Args: slices.Clone(img.Args), SecurityContext: img.SecurityContext.DeepCopy(),
 		}
 	}
 	for engine, p := range in.Probes.Presets {

@@ -53,7 +53,8 @@ func (l *lazySource) Open(ctx context.Context, f *loader.File, off, n int64) (io
 
 // newSource builds the Source of a parsed model URI. Every scheme reads
 // its credentials from the environment, where the webhook puts the keys
-// of the Secret named by modelgate.io/model-credentials.
+// of the Secret named by modelgate.io/model-credentials, and the keys
+// modelgate.io/model-credentials-keys maps to the loader's variables.
 func newSource(ctx context.Context, u annotations.ModelURI, f *loadFlags) (loader.Source, error) {
 	client, err := loader.NewHTTPClient(loader.HTTPOptions{CABundle: f.caBundle, Conns: f.concurrency, UserAgent: "modelgate-loader/" + version})
 	if err != nil {

@@ -80,6 +80,7 @@ func TestRender(t *testing.T) {
 			"--policies", samples, "--user", "bob"}},
 		"config-loader-image": {args: []string{"-f", vllm, "--config", "testdata/config/loader.yaml",
 			"--groups", "ml-engineers"}},
+		"config-custom-loaders": {args: []string{"-f", "testdata/render/custom-loaders.yaml", "--config", "testdata/config/loader.yaml"}},
 		"stdin": {args: []string{"-f", "-", "--namespace", "team-b"},
 			stdin: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations: {modelgate.io/inject: \"true\", modelgate.io/gpu: \"1\"}\nspec:\n  containers: [{name: c, image: i}]\n"},
 		// A directory's manifest files, in name order.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -57,10 +58,26 @@ var credentialKinds = map[string]string{
 	string(google.ImpersonatedServiceAccount):    "impersonated service account credentials",
 }
 
+// EnvCredentialsJSON holds the content of a credentials file (a service
+// account key, ...), where GOOGLE_APPLICATION_CREDENTIALS holds its path:
+// what a Secret's key gives the loader without a volume.
+const EnvCredentialsJSON = "GOOGLE_APPLICATION_CREDENTIALS_JSON"
+
+// CredentialsJSONVars are the variables a credentials file's content is
+// read from, in order: EnvCredentialsJSON, then the keys Secrets commonly
+// hold a service account key under (the name of the file it was created
+// from; KServe's), which envFrom turns into variables of the same name
+// (a variable name may hold dots).
+var CredentialsJSONVars = []string{
+	EnvCredentialsJSON,
+	"key.json", "credentials.json", "service-account.json", "sa.json", "gcloud-application-credentials.json",
+}
+
 // findCredentials follows Application Default Credentials, reading the
 // environment through e.getenv: GCS_NO_AUTH=true means none; then the file
-// named by GOOGLE_APPLICATION_CREDENTIALS, gcloud's application default
-// credentials file, the metadata server (GCE_METADATA_HOST, or the one at
+// named by GOOGLE_APPLICATION_CREDENTIALS; the content of one in the first
+// of CredentialsJSONVars that is set; gcloud's application default
+// credentials file; the metadata server (GCE_METADATA_HOST, or the one at
 // 169.254.169.254 when it answers in time); else none, for public buckets.
 func findCredentials(ctx context.Context, e authEnv) (credentials, error) {
 	if v := e.getenv("GCS_NO_AUTH"); v != "" {
@@ -82,6 +99,12 @@ func findCredentials(ctx context.Context, e authEnv) (credentials, error) {
 		}
 		return fromJSON(tctx, b, "from GOOGLE_APPLICATION_CREDENTIALS="+p)
 	}
+	for _, v := range CredentialsJSONVars {
+		// The content itself is never quoted, in messages or anywhere.
+		if content := e.getenv(v); strings.TrimSpace(content) != "" {
+			return fromJSON(tctx, []byte(content), "from the variable "+v)
+		}
+	}
 	if p := gcloudFile(e.getenv); p != "" {
 		// As the oauth2 library does: a file that cannot be read is not
 		// there.
@@ -102,7 +125,7 @@ func findCredentials(ctx context.Context, e authEnv) (credentials, error) {
 			desc: "the service account of the metadata server at " + host,
 		}, nil
 	}
-	return credentials{desc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS is unset, " +
+	return credentials{desc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS and " + EnvCredentialsJSON + " are unset, " +
 		"no gcloud application default credentials, no metadata server answered)"}, nil
 }
 

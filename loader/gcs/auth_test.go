@@ -100,6 +100,16 @@ func writeJSON(t *testing.T, path string, v any) string {
 	return path
 }
 
+// readFile returns a file's content.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path) //nolint:gosec // the test's own file
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // serviceAccountKey writes a service account key file for key whose
 // token_uri is tokenURL.
 func serviceAccountKey(t *testing.T, key *rsa.PrivateKey, tokenURL string) string {
@@ -176,6 +186,7 @@ func TestCredentials(t *testing.T) {
 	metaHost, _ := metadataServer(t, true)
 	plainHost, _ := metadataServer(t, false)
 	bearer := "Bearer " + testToken
+	keyJSON := readFile(t, keyFile)
 	for _, tc := range []struct {
 		name     string
 		env      map[string]string
@@ -185,6 +196,26 @@ func TestCredentials(t *testing.T) {
 	}{{
 		name:     "service account key from GOOGLE_APPLICATION_CREDENTIALS",
 		env:      map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": keyFile, "HOME": home, "GCE_METADATA_HOST": metaHost},
+		want:     bearer,
+		wantDesc: "service account key from GOOGLE_APPLICATION_CREDENTIALS=" + keyFile,
+	}, {
+		name:     "service account key in GOOGLE_APPLICATION_CREDENTIALS_JSON, before gcloud's file",
+		env:      map[string]string{"GOOGLE_APPLICATION_CREDENTIALS_JSON": keyJSON, "key.json": "{}", "HOME": home, "GCE_METADATA_HOST": metaHost},
+		want:     bearer,
+		wantDesc: "service account key from the variable GOOGLE_APPLICATION_CREDENTIALS_JSON",
+	}, {
+		name:     "a Secret's key.json, given whole",
+		env:      map[string]string{"key.json": keyJSON, "HOME": home},
+		want:     bearer,
+		wantDesc: "service account key from the variable key.json",
+	}, {
+		name:     "a Secret's gcloud-application-credentials.json (KServe's)",
+		env:      map[string]string{"gcloud-application-credentials.json": keyJSON},
+		want:     bearer,
+		wantDesc: "service account key from the variable gcloud-application-credentials.json",
+	}, {
+		name:     "the file before the content",
+		env:      map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": keyFile, "GOOGLE_APPLICATION_CREDENTIALS_JSON": "not json"},
 		want:     bearer,
 		wantDesc: "service account key from GOOGLE_APPLICATION_CREDENTIALS=" + keyFile,
 	}, {
@@ -210,11 +241,11 @@ func TestCredentials(t *testing.T) {
 	}, {
 		name:     "a server at the metadata address that is not one",
 		metadata: plainHost,
-		wantDesc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS is unset, no gcloud application default credentials, no metadata server answered)",
+		wantDesc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS and GOOGLE_APPLICATION_CREDENTIALS_JSON are unset, no gcloud application default credentials, no metadata server answered)",
 	}, {
 		name:     "no metadata server answers in time",
 		metadata: silentHost(t),
-		wantDesc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS is unset, no gcloud application default credentials, no metadata server answered)",
+		wantDesc: "no credentials (none found: GOOGLE_APPLICATION_CREDENTIALS and GOOGLE_APPLICATION_CREDENTIALS_JSON are unset, no gcloud application default credentials, no metadata server answered)",
 	}, {
 		name:     "GCS_NO_AUTH=true skips every credential",
 		env:      map[string]string{"GCS_NO_AUTH": "true", "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent.json", "GCE_METADATA_HOST": metaHost},
@@ -374,12 +405,19 @@ func TestNewInvalid(t *testing.T) {
 			wantMsg: `have type "api_key"`},
 		{name: "credentials not JSON", bucket: "models", env: map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": notJSON},
 			wantMsg: "credentials from GOOGLE_APPLICATION_CREDENTIALS=" + notJSON + " are not JSON"},
+		{name: "credentials content not JSON", bucket: "models", env: map[string]string{"GOOGLE_APPLICATION_CREDENTIALS_JSON": "hush-private-key"},
+			wantMsg: "credentials from the variable GOOGLE_APPLICATION_CREDENTIALS_JSON are not JSON"},
+		{name: "a Secret's credentials.json of an unknown type", bucket: "models", env: map[string]string{"credentials.json": `{"type":"api_key","key":"hush"}`},
+			wantMsg: `credentials from the variable credentials.json have type "api_key"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newSource(t.Context(), Config{Bucket: tc.bucket, Getenv: env(tc.env)},
 				settings{metadataHost: silentHost(t), probeTimeout: 100 * time.Millisecond})
 			if !errors.Is(err, loader.ErrInvalid) || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("got %v, want ErrInvalid saying %q", err, tc.wantMsg)
+			}
+			if err != nil && strings.Contains(err.Error(), "hush") {
+				t.Errorf("error %q shows a credential", err)
 			}
 		})
 	}

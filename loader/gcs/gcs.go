@@ -4,8 +4,10 @@
 //
 // Credentials are Application Default Credentials, looked up in order:
 // the file named by GOOGLE_APPLICATION_CREDENTIALS (a service account key,
-// workload identity federation, ...), gcloud's application default
-// credentials file ($CLOUDSDK_CONFIG or ~/.config/gcloud), then the
+// workload identity federation, ...), the content of such a file in
+// GOOGLE_APPLICATION_CREDENTIALS_JSON (or in a variable named like a
+// Secret's key holding one: key.json, credentials.json, ...; see
+// CredentialsJSONVars), gcloud's application default credentials file ($CLOUDSDK_CONFIG or ~/.config/gcloud), then the
 // metadata server (GCE, or GKE Workload Identity; GCE_METADATA_HOST
 // overrides its address). With none of them the requests go without
 // credentials, which public buckets accept. GCS_NO_AUTH=true skips the

@@ -22,7 +22,8 @@ const (
 )
 
 // credentialsHint says where a token goes.
-const credentialsHint = "HF_TOKEN in the Secret named by modelgate.io/model-credentials"
+const credentialsHint = "HF_TOKEN in the Secret named by modelgate.io/model-credentials " +
+	"(a key of another name: map it with modelgate.io/model-credentials-keys: HF_TOKEN=<key>)"
 
 // check returns nil for a 2xx answer; otherwise it closes the body and
 // reads the failure as huggingface_hub does, from X-Error-Code and

@@ -7,10 +7,12 @@
 // repository, LFS content on a CDN behind a signed URL).
 //
 // HF_ENDPOINT names the Hub (default https://huggingface.co; a mirror may
-// add a path). The token is HF_TOKEN, else HUGGING_FACE_HUB_TOKEN; without
-// one the requests are anonymous, which public repositories accept. The
-// token is sent as a bearer token to the endpoint's own origin (scheme,
-// host and port) only: a redirect anywhere else goes without it.
+// add a path). The token is the first of TokenVars that is set: HF_TOKEN,
+// HUGGING_FACE_HUB_TOKEN, then the names Secrets commonly give it, so that
+// a Secret given whole to the loader (envFrom) works as it is; without one
+// the requests are anonymous, which public repositories accept. The token
+// is sent as a bearer token to the endpoint's own origin (scheme, host and
+// port) only: a redirect anywhere else goes without it.
 package hf
 
 import (
@@ -67,6 +69,36 @@ type Source struct {
 
 var _ loader.Source = (*Source)(nil)
 
+// Variables the Source reads.
+const (
+	// EnvEndpoint names the Hub or a mirror.
+	EnvEndpoint = "HF_ENDPOINT"
+	// EnvToken and EnvHubToken are huggingface_hub's token variables.
+	EnvToken    = "HF_TOKEN"
+	EnvHubToken = "HUGGING_FACE_HUB_TOKEN"
+)
+
+// TokenVars are the variables a token is read from, in order: those of
+// huggingface_hub, then the names Secrets commonly give a Hugging Face
+// token (LangChain's, other tools', and keys in lower case), which envFrom
+// turns into variables of the same name. The generic GenericTokenVar comes
+// last, and counts only for a Hub token (see hubTokenPrefix).
+var TokenVars = []string{
+	EnvToken, EnvHubToken,
+	"HUGGINGFACEHUB_API_TOKEN", "HF_API_TOKEN", "HUGGINGFACE_TOKEN",
+	"hf_token", "hf_api_token", "huggingface_token",
+	GenericTokenVar,
+}
+
+// GenericTokenVar is a Secret key named just "token". Many Secrets have
+// one, holding all sorts of tokens (a service account token Secret, for
+// one), so it is read only when its value looks like a Hub token; map it
+// to HF_TOKEN with modelgate.io/model-credentials-keys otherwise.
+const GenericTokenVar = "token"
+
+// hubTokenPrefix starts every Hugging Face Hub access token.
+const hubTokenPrefix = "hf_"
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$`)
 
 // New checks c and reads the endpoint and token from the environment. It
@@ -87,17 +119,12 @@ func New(c Config) (*Source, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	ep, err := parseEndpoint(getenv("HF_ENDPOINT"))
+	ep, err := parseEndpoint(getenv(EnvEndpoint))
 	if err != nil {
 		return nil, err
 	}
 	s := &Source{repo: c.Repo, rev: rev, endpoint: ep, base: ep.String()}
-	for _, v := range []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"} {
-		if t := strings.TrimSpace(getenv(v)); t != "" {
-			s.token, s.tokenVar = t, v
-			break
-		}
-	}
+	s.token, s.tokenVar = findToken(getenv)
 	if strings.IndexFunc(s.token, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
 		return nil, fmt.Errorf("the token in %s holds control characters: %w", s.tokenVar, loader.ErrInvalid)
 	}
@@ -117,6 +144,19 @@ func New(c Config) (*Source, error) {
 	}
 	s.client, s.probe = &client, &probe
 	return s, nil
+}
+
+// findToken returns the first token of TokenVars that is set (spaces
+// trimmed), and its variable; empty when none is.
+func findToken(getenv func(string) string) (token, variable string) {
+	for _, v := range TokenVars {
+		t := strings.TrimSpace(getenv(v))
+		if t == "" || (v == GenericTokenVar && !strings.HasPrefix(t, hubTokenPrefix)) {
+			continue
+		}
+		return t, v
+	}
+	return "", ""
 }
 
 // checkRevision applies what a git ref or commit may be, loosely: the URI

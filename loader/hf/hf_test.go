@@ -71,12 +71,30 @@ func TestToken(t *testing.T) {
 		env                map[string]string
 		wantToken, wantVar string
 	}{
-		"none":              {},
-		"HF_TOKEN":          {env: map[string]string{"HF_TOKEN": "a"}, wantToken: "a", wantVar: "HF_TOKEN"},
-		"legacy variable":   {env: map[string]string{"HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "b", wantVar: "HUGGING_FACE_HUB_TOKEN"},
-		"HF_TOKEN first":    {env: map[string]string{"HF_TOKEN": "a", "HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "a", wantVar: "HF_TOKEN"},
-		"blank HF_TOKEN":    {env: map[string]string{"HF_TOKEN": " \n", "HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "b", wantVar: "HUGGING_FACE_HUB_TOKEN"},
-		"trailing new line": {env: map[string]string{"HF_TOKEN": "a\n"}, wantToken: "a", wantVar: "HF_TOKEN"},
+		"none":                        {},
+		"HF_TOKEN":                    {env: map[string]string{"HF_TOKEN": "a"}, wantToken: "a", wantVar: "HF_TOKEN"},
+		"legacy variable":             {env: map[string]string{"HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "b", wantVar: "HUGGING_FACE_HUB_TOKEN"},
+		"HF_TOKEN first":              {env: map[string]string{"HF_TOKEN": "a", "HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "a", wantVar: "HF_TOKEN"},
+		"blank HF_TOKEN":              {env: map[string]string{"HF_TOKEN": " \n", "HUGGING_FACE_HUB_TOKEN": "b"}, wantToken: "b", wantVar: "HUGGING_FACE_HUB_TOKEN"},
+		"trailing new line":           {env: map[string]string{"HF_TOKEN": "a\n"}, wantToken: "a", wantVar: "HF_TOKEN"},
+		"LangChain's name":            {env: map[string]string{"HUGGINGFACEHUB_API_TOKEN": "c"}, wantToken: "c", wantVar: "HUGGINGFACEHUB_API_TOKEN"},
+		"a Secret's hf_api_token key": {env: map[string]string{"hf_api_token": "d"}, wantToken: "d", wantVar: "hf_api_token"},
+		"huggingface_hub's names first": {
+			env:       map[string]string{"HUGGING_FACE_HUB_TOKEN": "b", "HF_API_TOKEN": "e", "hf_token": "f", "token": "hf_g"},
+			wantToken: "b", wantVar: "HUGGING_FACE_HUB_TOKEN",
+		},
+		"upper case before lower case": {
+			env:       map[string]string{"HUGGINGFACE_TOKEN": "h", "hf_token": "f"},
+			wantToken: "h", wantVar: "HUGGINGFACE_TOKEN",
+		},
+		"token last": {
+			env:       map[string]string{"token": "hf_g", "huggingface_token": "i"},
+			wantToken: "i", wantVar: "huggingface_token",
+		},
+		"a Hub token under token": {env: map[string]string{"token": " hf_g\n"}, wantToken: "hf_g", wantVar: "token"},
+		// A service account token Secret has a key "token": it must never
+		// go to the Hub.
+		"another kind of token under token": {env: map[string]string{"token": "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

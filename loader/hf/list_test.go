@@ -103,6 +103,13 @@ func TestListErrors(t *testing.T) {
 			wantMsg: []string{"the token from HF_TOKEN cannot read it"}},
 		"private with HF_TOKEN":               {repo: "org/private", env: map[string]string{"HF_TOKEN": secretToken}},
 		"private with HUGGING_FACE_HUB_TOKEN": {repo: "org/private", env: map[string]string{"HUGGING_FACE_HUB_TOKEN": secretToken}},
+		// A Secret given whole (envFrom), its key named as Secrets name it.
+		"private with a Secret's hf_api_token": {repo: "org/private", env: map[string]string{"hf_api_token": secretToken}},
+		"private with a Secret's token":        {repo: "org/private", env: map[string]string{"token": secretToken}},
+		"private with a token that is not the Hub's": {repo: "org/private", env: map[string]string{"token": "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"},
+			wantKind: loader.ErrNotFound, wantMsg: []string{"needs a token", "modelgate.io/model-credentials-keys: HF_TOKEN=<key>"}},
+		"invalid token from hf_token": {repo: "org/public", env: map[string]string{"hf_token": "hf_unknown_" + secretToken}, wantKind: loader.ErrAccessDenied,
+			wantMsg: []string{"rejected the token from hf_token"}},
 		"missing revision": {repo: "org/public", rev: "nope", wantKind: loader.ErrNotFound,
 			wantMsg: []string{"hf://org/public@nope", `no branch, tag or commit "nope"`}},
 		"gated without token": {repo: "org/gated", wantKind: loader.ErrAccessDenied,

@@ -109,6 +109,21 @@ func TestCredentialsSent(t *testing.T) {
 			wantToken:      "static-session",
 			wantSourceText: "AWS_SESSION_TOKEN",
 		},
+		"a Secret's accessKey and secretKey, given whole": {
+			env: func(*testing.T) map[string]string {
+				return with(map[string]string{"accessKey": testKeyID, "secretKey": testSecret, "sessionToken": "alias-session"})
+			},
+			wantKey:        testKeyID,
+			wantToken:      "alias-session",
+			wantSourceText: "static keys from accessKey, secretKey and sessionToken",
+		},
+		"a Secret's aws_access_key_id and aws_secret_access_key": {
+			env: func(*testing.T) map[string]string {
+				return with(map[string]string{"aws_access_key_id": testKeyID, "aws_secret_access_key": testSecret})
+			},
+			wantKey:        testKeyID,
+			wantSourceText: "static keys from aws_access_key_id and aws_secret_access_key",
+		},
 		"no sign request": {
 			env:            func(*testing.T) map[string]string { return map[string]string{"AWS_NO_SIGN_REQUEST": "true"} },
 			wantSourceText: "anonymous",

@@ -39,8 +39,9 @@ var containerHosts = []string{"169.254.170.2", "169.254.170.23", "fd00:ec2::23"}
 // what it needs; credentials turns it into a provider.
 type credPlan struct {
 	Kind credKind
-	// Static keys.
+	// Static keys, and the variables they came from.
 	AccessKeyID, SecretAccessKey, SessionToken string
+	KeyVars                                    keyNames
 	// Web identity: the token file, the role to assume and the STS
 	// endpoint.
 	TokenFile, RoleARN, STSEndpoint string
@@ -55,8 +56,44 @@ type credPlan struct {
 	Reason string
 }
 
+// keyNames are the variables a pair of static keys, and the session token
+// that may go with it, are read from.
+type keyNames struct {
+	ID, Secret, Token string
+}
+
+// standardKeys are the AWS variables.
+var standardKeys = keyNames{ID: "AWS_ACCESS_KEY_ID", Secret: "AWS_SECRET_ACCESS_KEY", Token: "AWS_SESSION_TOKEN"}
+
+// keyAliases are the names Secrets commonly give static keys (the
+// credentials file's names, MinIO's and other stores'), which envFrom turns
+// into variables of the same name. They are read only when the AWS
+// variables are unset, in this order, and a pair only whole: the first
+// pair whose two keys are both set is used, with its session token when it
+// has one; a lone half of a pair is not a credential and is ignored.
+var keyAliases = []keyNames{
+	{ID: "aws_access_key_id", Secret: "aws_secret_access_key", Token: "aws_session_token"},
+	{ID: "access_key_id", Secret: "secret_access_key", Token: "session_token"},
+	{ID: "accessKey", Secret: "secretKey", Token: "sessionToken"},
+	{ID: "accesskey", Secret: "secretkey"},
+}
+
+// staticKeys reads the pair of names from the environment; ok is false
+// unless both keys are set.
+func staticKeys(getenv func(string) string, n keyNames) (credPlan, bool) {
+	id, secret := getenv(n.ID), getenv(n.Secret)
+	if id == "" || secret == "" {
+		return credPlan{}, false
+	}
+	p := credPlan{Kind: credStatic, AccessKeyID: id, SecretAccessKey: secret, KeyVars: n}
+	if n.Token != "" {
+		p.SessionToken = getenv(n.Token)
+	}
+	return p, true
+}
+
 // chooseCredentials picks the credential source from the environment:
-// static keys, web identity, container credentials, the shared
+// static keys (the AWS variables, else a pair of keyAliases), web identity, container credentials, the shared
 // credentials file (when named, or when the default one exists), instance
 // metadata, else anonymous. A half-configured source is an error rather
 // than a silent fall through to the next one. It reads nothing but getenv
@@ -66,14 +103,20 @@ func chooseCredentials(getenv func(string) string, exists func(string) bool) (cr
 		return credPlan{Kind: credAnonymous, Reason: "AWS_NO_SIGN_REQUEST=true"}, nil
 	}
 
-	id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+	id, secret := getenv(standardKeys.ID), getenv(standardKeys.Secret)
 	switch {
 	case id != "" && secret != "":
-		return credPlan{Kind: credStatic, AccessKeyID: id, SecretAccessKey: secret, SessionToken: getenv("AWS_SESSION_TOKEN")}, nil
+		p, _ := staticKeys(getenv, standardKeys)
+		return p, nil
 	case id != "":
 		return credPlan{}, fmt.Errorf("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not: %w", loader.ErrInvalid)
 	case secret != "":
 		return credPlan{}, fmt.Errorf("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not: %w", loader.ErrInvalid)
+	}
+	for _, n := range keyAliases {
+		if p, ok := staticKeys(getenv, n); ok {
+			return p, nil
+		}
 	}
 
 	if file := getenv("AWS_WEB_IDENTITY_TOKEN_FILE"); file != "" {
@@ -185,10 +228,11 @@ func stsEndpoint(getenv func(string) string) string {
 func (p credPlan) String() string {
 	switch p.Kind {
 	case credStatic:
+		n := p.KeyVars
 		if p.SessionToken != "" {
-			return "static keys from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN"
+			return fmt.Sprintf("static keys from %s, %s and %s", n.ID, n.Secret, n.Token)
 		}
-		return "static keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+		return fmt.Sprintf("static keys from %s and %s", n.ID, n.Secret)
 	case credWebIdentity:
 		return fmt.Sprintf("web identity token %s for role %s", p.TokenFile, p.RoleARN)
 	case credContainer:

@@ -42,7 +42,39 @@ func TestChooseCredentials(t *testing.T) {
 				"AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "arn:r",
 				"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/creds", "AWS_PROFILE": "p", "HOME": home,
 			},
-			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", SessionToken: "hush-st"},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", SessionToken: "hush-st", KeyVars: standardKeys},
+		},
+		"a Secret's accessKey and secretKey": {
+			env:  map[string]string{"accessKey": "id", "secretKey": "hush-sk"},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", KeyVars: keyAliases[2]},
+		},
+		"the credentials file's names, with a session token": {
+			env: map[string]string{"aws_access_key_id": "id", "aws_secret_access_key": "hush-sk", "aws_session_token": "hush-st"},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", SessionToken: "hush-st",
+				KeyVars: keyNames{ID: "aws_access_key_id", Secret: "aws_secret_access_key", Token: "aws_session_token"}},
+		},
+		"the AWS variables win over a Secret's names": {
+			env:  map[string]string{"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "hush-sk", "accessKey": "other", "secretKey": "hush-other"},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", KeyVars: standardKeys},
+		},
+		"a half of the AWS variables is still an error": {
+			env:     map[string]string{"AWS_ACCESS_KEY_ID": "id", "accessKey": "other", "secretKey": "hush-other"},
+			wantErr: loader.ErrInvalid,
+		},
+		"only whole pairs, in order": {
+			env: map[string]string{
+				"access_key_id": "half", "secretKey": "hush-half",
+				"accesskey": "id", "secretkey": "hush-sk", "sessionToken": "hush-not-its-own",
+			},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", KeyVars: keyAliases[3]},
+		},
+		"a Secret's keys win over web identity": {
+			env:  map[string]string{"access_key_id": "id", "secret_access_key": "hush-sk", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t", "AWS_ROLE_ARN": "arn:r"},
+			want: credPlan{Kind: credStatic, AccessKeyID: "id", SecretAccessKey: "hush-sk", KeyVars: keyAliases[1]},
+		},
+		"a lone half of a Secret's pair is ignored": {
+			env:  map[string]string{"accessKey": "id"},
+			want: credPlan{Kind: credIMDS, IMDSEndpoint: "http://169.254.169.254"},
 		},
 		"key id without secret": {
 			env:     map[string]string{"AWS_ACCESS_KEY_ID": "id"},

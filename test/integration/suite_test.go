@@ -58,6 +58,7 @@ var _ = BeforeSuite(func() {
 
 	wio := testEnv.WebhookInstallOptions
 	cfg := env.Configuration(testEnv)
+	cfg.Injection.Profiles = testProfiles
 	Expect(cfg.Validate()).To(BeEmpty())
 
 	// modelgate runs as its own service account, with config/rbac's

@@ -148,6 +148,16 @@ func Default(c *Configuration) {
 	if l.Resources == nil {
 		l.Resources = DefaultLoaderResources()
 	}
+	// The restricted profile is the mutators' own default, one source.
+	if l.SecurityContext == nil {
+		l.SecurityContext = mutators.DefaultLoaderSecurityContext()
+	}
+	for scheme, img := range l.Schemes {
+		if img.SecurityContext == nil {
+			img.SecurityContext = mutators.DefaultLoaderSecurityContext()
+			l.Schemes[scheme] = img
+		}
+	}
 	// The GPU vendor keys and the probe period default to the mutators'
 	// own defaults (NVIDIA's), so there is one source for them.
 	g, dg := &in.GPU, mutators.DefaultGPUOptions()

@@ -114,14 +114,24 @@ type Injection struct {
 
 // Loader configures the model-loader init container.
 type Loader struct {
-	// Image and Command run the loader; modelgate appends --uri=<model>
-	// and --dest=<mount path>. Default: modelgate's own image of this
-	// release, ghcr.io/modelgate/modelgate:<version> (a build that is not a
-	// release: :latest; see DefaultLoaderImage), running "/modelgate load".
+	// Image and Command run the loader. Default: modelgate's own image of
+	// this release, ghcr.io/modelgate/modelgate:<version> (a build that is
+	// not a release: :latest; see DefaultLoaderImage), running
+	// "/modelgate load".
 	Image   string   `json:"image,omitempty"`
 	Command []string `json:"command,omitempty"`
-	// Schemes overrides Image and Command per model URI scheme (s3, gs, hf,
-	// https, oci).
+	// Args, Command's arguments, is a template: "{{uri}}" becomes the model
+	// URI and "{{dest}}" the model mount path, where the loader writes.
+	// Unset, modelgate passes --uri=<model> --dest=<mount path>, as
+	// `modelgate load` reads them.
+	Args []string `json:"args,omitempty"`
+	// SecurityContext is the loader container's. Defaults to the restricted
+	// profile modelgate's loader runs under (non-root, read-only root
+	// filesystem, no privilege escalation, every capability dropped,
+	// RuntimeDefault seccomp); {} sets none.
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	// Schemes replaces the loader per model URI scheme (s3, gs, hf, https,
+	// oci). Each is a whole loader: it takes nothing from the fields above.
 	Schemes map[string]LoaderImage `json:"schemes,omitempty"`
 	// PullPolicy is the loader's image pull policy. Defaults to IfNotPresent.
 	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
@@ -132,10 +142,16 @@ type Loader struct {
 	ImageVolumes bool `json:"imageVolumes,omitempty"`
 }
 
-// LoaderImage is a loader image and its command.
+// LoaderImage is a loader for one scheme: its image, command, args
+// template and security context, as in Loader. Without a command the
+// image's entrypoint runs; without args, modelgate passes --uri=<model>
+// --dest=<mount path>; without a security context, the loader gets the
+// restricted default (not Loader.SecurityContext).
 type LoaderImage struct {
-	Image   string   `json:"image"`
-	Command []string `json:"command,omitempty"`
+	Image           string                  `json:"image"`
+	Command         []string                `json:"command,omitempty"`
+	Args            []string                `json:"args,omitempty"`
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // GPU names a GPU vendor's resource, node labels and taint.

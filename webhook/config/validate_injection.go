@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
 )
 
 // pullPolicies are the accepted injection.loader.pullPolicy values.
@@ -28,7 +30,9 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 	if !slices.Contains(pullPolicies, string(in.Loader.PullPolicy)) {
 		errs = append(errs, field.NotSupported(lp.Child("pullPolicy"), in.Loader.PullPolicy, pullPolicies))
 	}
-	for scheme, img := range in.Loader.Schemes {
+	errs = append(errs, validateLoaderArgs(in.Loader.Args, lp.Child("args"))...)
+	for _, scheme := range slices.Sorted(maps.Keys(in.Loader.Schemes)) {
+		img := in.Loader.Schemes[scheme]
 		sp := lp.Child("schemes").Key(scheme)
 		if !slices.Contains(loaderSchemes, scheme) {
 			errs = append(errs, field.NotSupported(sp, scheme, loaderSchemes))
@@ -36,6 +40,7 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 		if strings.TrimSpace(img.Image) == "" {
 			errs = append(errs, field.Required(sp.Child("image"), "the loader needs an image"))
 		}
+		errs = append(errs, validateLoaderArgs(img.Args, sp.Child("args"))...)
 	}
 
 	gp := p.Child("gpu")
@@ -72,4 +77,21 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 		errs = append(errs, parser.ValidateProfile(name, values, p.Child("profiles").Key(name))...)
 	}
 	return errs
+}
+
+// validateLoaderArgs checks a loader's args template, when set: only the
+// placeholders {{uri}} and {{dest}}, and {{uri}} somewhere.
+func validateLoaderArgs(args []string, p *field.Path) field.ErrorList {
+	if args == nil {
+		return nil
+	}
+	i, err := mutators.CheckLoaderArgs(args)
+	switch {
+	case err == nil:
+		return nil
+	case i < 0:
+		return field.ErrorList{field.Invalid(p, args, err.Error())}
+	default:
+		return field.ErrorList{field.Invalid(p.Index(i), args[i], err.Error())}
+	}
 }
