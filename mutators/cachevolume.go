@@ -87,3 +87,28 @@ func orNone(names []string) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// cacheVolumeOwnerWarning warns, for modelgate.io/model-cache:
+// "volume:<name>" on a volume that keeps its files' owners (a claim, not
+// an emptyDir), when the pod sets no fsGroup: modelgate's loader runs as
+// a non-root user (65532 in modelgate's image), and a claim an engine
+// running as root filled before is not writable by it. Empty otherwise.
+func cacheVolumeOwnerWarning(spec *corev1.PodSpec, m *annotations.ModelSettings, o *Options) string {
+	if m.Cache.Medium != annotations.CacheVolume || o == nil {
+		return ""
+	}
+	if _, _, needsLoader := modelVolume(m, o.Loader); !needsLoader {
+		return ""
+	}
+	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Cache.Volume })
+	if i < 0 || spec.Volumes[i].EmptyDir != nil {
+		return ""
+	}
+	if spec.SecurityContext != nil && spec.SecurityContext.FSGroup != nil {
+		return ""
+	}
+	return fmt.Sprintf("volume %q (%s: \"%s:%s\") keeps its files' owners and the pod sets no fsGroup: the loader runs as a "+
+		"non-root user (65532 in modelgate's image) and cannot write into a volume a root engine filled; set "+
+		"spec.securityContext.fsGroup (65532), or make the volume group-writable", m.Cache.Volume,
+		annotations.ModelCache, annotations.CacheVolume, m.Cache.Volume)
+}

@@ -118,11 +118,23 @@ func TestModelCacheVolume(t *testing.T) {
 					t.Errorf("record owns %q: the volume and its mount are the user's", p)
 				}
 			}
-			for _, w := range Warnings(tg, in) {
+			warnings := Warnings(tg, in)
+			for _, w := range warnings {
 				if strings.Contains(w, "second copy") {
 					t.Errorf("warned about a second copy: %q", w)
 				}
 			}
+			wantOwner := `volume "data" (modelgate.io/model-cache: "volume:data") keeps its files' owners and the pod sets no fsGroup: ` +
+				`the loader runs as a non-root user (65532 in modelgate's image) and cannot write into a volume a root engine filled; ` +
+				`set spec.securityContext.fsGroup (65532), or make the volume group-writable`
+			if !slices.Contains(warnings, wantOwner) {
+				t.Errorf("warnings %q\nwant among them %q", warnings, wantOwner)
+			}
+			tg.PodSpec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](65532)}
+			if slices.Contains(Warnings(tg, in), wantOwner) {
+				t.Error("warned about the owner with an fsGroup set")
+			}
+			tg.PodSpec.SecurityContext = nil
 			once := spec.DeepCopy()
 			if res, _, err := applyModel(t, tg, s); err != nil || len(res.Changed) > 0 {
 				t.Fatalf("second pass changed %v (error %v)", res.Changed, err)

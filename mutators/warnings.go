@@ -24,6 +24,8 @@ import (
 //   - modelgate's loader fills a volume of its own while the serving
 //     container already mounts a model cache of the pod's (see
 //     secondCopyWarning): two copies of the model;
+//   - the model goes into a claim of the pod's own and the pod sets no
+//     fsGroup (see cacheVolumeOwnerWarning);
 //   - the model is kept in memory and the serving container's memory limit
 //     is below the model's size: the tmpfs pages count against the pod's
 //     memory once the loader exits.
@@ -54,6 +56,9 @@ func Warnings(t *Target, in *Input) []string {
 		}
 	}
 	if w := memoryLimitWarning(c, m, in.Options); w != "" {
+		out = append(out, w)
+	}
+	if w := cacheVolumeOwnerWarning(t.PodSpec, m, in.Options); w != "" {
 		out = append(out, w)
 	}
 	if w := secondCopyWarning(t.PodSpec, c, m, in.Settings.Serving.Engine, in.Options); w != "" {

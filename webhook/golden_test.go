@@ -30,6 +30,9 @@ const (
 	goldenDir       = "testdata/golden"
 	goldenNamespace = "ml-research"
 	updateHint      = "run `go test ./webhook -run TestGolden -update` to accept the new output"
+	// goldenConfig is the Configuration of the golden cases, which render's
+	// test reads too (cmd/modelgate/render_test.go).
+	goldenConfig = "testdata/golden-config.yaml"
 )
 
 // goldenNamespaces has the one namespace of the golden inputs: a team, no
@@ -37,12 +40,13 @@ const (
 var goldenNamespaces = fakeNamespaces{goldenNamespace: {annotations.NamespaceTeam: "research"}}
 
 // TestGolden admits each testdata/golden/<case>.in.yaml as a CREATE by
-// alice through the real handler (default configuration), applies the
-// patch to the object as the API server sends it, and compares the result
-// with <case>.out.yaml. The output must be a fixed point: admitting it
-// again, as an UPDATE or as a repeated CREATE, patches nothing.
+// alice through the real handler (the Configuration of goldenConfig: the
+// defaults and a profile), applies the patch to the object as the API
+// server sends it, and compares the result with <case>.out.yaml. The
+// output must be a fixed point: admitting it again, as an UPDATE or as a
+// repeated CREATE, patches nothing.
 func TestGolden(t *testing.T) {
-	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
+	h := NewMutating(loadGoldenConfig(t), goldenNamespaces, NewMetrics(nil))
 	ctx := context.Background()
 	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +88,16 @@ func TestGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadGoldenConfig loads the golden cases' Configuration.
+func loadGoldenConfig(t *testing.T) *config.Configuration {
+	t.Helper()
+	c, err := config.Load(goldenConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // goldenInputs maps each golden case's name to its input file.
@@ -163,10 +177,10 @@ func (g goldenInput) request(op admissionv1.Operation, raw, oldRaw []byte) admis
 // would on a workload modelgate injected, and admits that UPDATE: what
 // modelgate injected goes, with the record, and the object is its input
 // again but for the owner metadata, which stays as the record of who made
-// it. A Pod's spec cannot change after creation: its opt-out patches
-// nothing.
+// it. A Pod's spec and a Job's pod template cannot change after creation:
+// their opt-out patches nothing.
 func TestGoldenOptOut(t *testing.T) {
-	h := NewMutating(config.New(), goldenNamespaces, NewMetrics(nil))
+	h := NewMutating(loadGoldenConfig(t), goldenNamespaces, NewMetrics(nil))
 	ctx := context.Background()
 	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -185,9 +199,9 @@ func TestGoldenOptOut(t *testing.T) {
 			if !resp.Allowed {
 				t.Fatalf("opt-out denied: %+v", resp.Result)
 			}
-			if obj.kind == "Pod" {
+			if obj.kind == "Pod" || obj.kind == "Job" {
 				if len(patchesOf(resp)) > 0 {
-					t.Errorf("a Pod's opt-out patched %s; its spec cannot change", toJSON(t, patchesOf(resp)))
+					t.Errorf("a %s's opt-out patched %s; its pod spec cannot change", obj.kind, toJSON(t, patchesOf(resp)))
 				}
 				return
 			}

@@ -120,7 +120,7 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	if old != nil {
 		in.Old = old.target.Object
 	}
-	specFrozen := req.Kind.Kind == "Pod" && op == mutators.Update
+	specFrozen := frozenSpec(req.Kind.Kind, op)
 	stamped := isStamped(req.Kind.Kind, op, requester, obj.target)
 	if !annotations.Decide(settings.Choice, nsLabels) {
 		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
@@ -176,6 +176,15 @@ func isStamped(kind string, op mutators.Operation, r mutators.Requester, t *muta
 	}
 	_, ok := mutators.ParseRecord(t.PodMeta().Annotations[annotations.Injected])
 	return ok
+}
+
+// frozenSpec reports whether the API server refuses any change to the pod
+// spec of an object of the kind on the operation: a Pod's spec and a Job's
+// pod template cannot change once created. Such an UPDATE gets only its
+// metadata checked; re-injecting it (a loader moved, a probe resized by a
+// newer modelgate) would make the API server refuse the user's update.
+func frozenSpec(kind string, op mutators.Operation) bool {
+	return op == mutators.Update && (kind == "Pod" || kind == "Job")
 }
 
 // onlyInject keeps the errors about modelgate.io/inject: the only ones that

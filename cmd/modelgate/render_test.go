@@ -21,6 +21,9 @@ const (
 	goldenDir  = "testdata/golden"
 	samples    = "../../config/samples/policies"
 	updateHint = "run `go test ./cmd/modelgate -update` to accept the new output"
+	// webhookGoldenConfig is the Configuration the webhook's golden cases
+	// run under.
+	webhookGoldenConfig = "../../webhook/testdata/golden-config.yaml"
 )
 
 // runCLI runs modelgate in process with the arguments and stdin, and
@@ -91,6 +94,9 @@ func TestRender(t *testing.T) {
 			"--namespace-labels", "modelgate.io/team=nlp", "--user", "alice@example.com"}, code: 1},
 		"malformed-annotation": {args: []string{"-f", "testdata/render/malformed-annotation.yaml",
 			"--policies", samples}, code: 1},
+		// The webhook's 422s speak of what the user wrote (issue 14).
+		"models-mount-clash":      {args: []string{"-f", "testdata/render/models-mount-clash.yaml"}, code: 1},
+		"gpu-annotation-conflict": {args: []string{"-f", "testdata/render/gpu-annotation-conflict.yaml"}, code: 1},
 		// Exit 2: errors.
 		"bad-documents":        {args: []string{"-f", "testdata/render/bad-documents.yaml"}, code: 2},
 		"undecodable-object":   {args: []string{"-f", "testdata/render/undecodable-object.yaml"}, code: 2},
@@ -136,7 +142,8 @@ func TestRenderPassesThroughVerbatim(t *testing.T) {
 
 // render gives what the webhook gives: each golden input of the mutating
 // webhook's own tests (webhook/testdata/golden, admitted there by alice in
-// namespace ml-research of team research) renders to its golden output.
+// namespace ml-research of team research, under the Configuration of
+// webhook/testdata/golden-config.yaml) renders to its golden output.
 // Both are compared as typed objects, since the webhook's tests send the
 // object as the API server would, with its empty sections and defaults.
 func TestRenderMatchesWebhookGolden(t *testing.T) {
@@ -148,6 +155,7 @@ func TestRenderMatchesWebhookGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
 			stdout, stderr, code := runCLI(t, "", "render", "-f", in,
+				"--config", webhookGoldenConfig,
 				"--namespace-labels", "modelgate.io/team=research", "--user", "alice@example.com")
 			if code != 0 {
 				t.Fatalf("exit status %d; stderr:\n%s", code, stderr)

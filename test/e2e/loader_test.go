@@ -189,6 +189,53 @@ var _ = Describe("The injected model loader", func() {
 		Expect(slices.Collect(maps.Values(results[0].Volumes))).To(ContainElement(HavePrefix(filepath.Join(dir, "claims", ns, "model-cache"))))
 	}, SpecTimeout(2*time.Minute))
 
+	// Issue 14, items 5 and 8, as a TGI 70B manifest is written: the
+	// token under a key named hf_api_token, mapped to HF_TOKEN, and the
+	// model loaded into the claim the server already mounts at /data as its
+	// cache, rather than into a second copy.
+	It("hf model into the server's own cache claim, with the token under the Secret's own key", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "loader-volume")
+		const token = "hf_e2eMappedTokenNeverPrinted"
+		hub, commit := startHub(token)
+		credentials(ctx, ns, "hf-secret", map[string]string{"hf_api_token": token, "HF_ENDPOINT": hub.URL()})
+		sharedClaim(ctx, ns, "tgi-cache")
+
+		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "tgi", Annotations: map[string]string{
+			annotations.Inject:               "true",
+			annotations.Model:                "hf://" + tinyLLM + "@" + commit,
+			annotations.ModelCredentials:     "hf-secret",
+			annotations.ModelCredentialsKeys: "HF_TOKEN=hf_api_token",
+			annotations.ModelCache:           "volume:data",
+			annotations.Engine:               "tgi",
+			annotations.GPU:                  "1",
+		}}).(*appsv1.Deployment)
+		spec := &d.Spec.Template.Spec
+		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "tgi-cache"}}}}
+		spec.Containers[0].Args = []string{"--model-id", tinyLLM, "--num-shard", "1"}
+		spec.Containers[0].Env = []corev1.EnvVar{{Name: "PORT", Value: "8080"}}
+		spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1), "no volume of modelgate's: one copy of the model")
+		pod := runningPods(ctx, ns, "tgi", 1)[0]
+
+		By("running the Pod's model-loader")
+		dir := kubeletDir()
+		r, err := runContainer(ctx, &pod, loaderName, dir, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r.ExitCode).To(BeZero(), "output:\n%s", r.Output)
+		Expect(r.Message).To(And(HavePrefix("loaded 3 files"), HaveSuffix("verified")))
+		Expect(slices.Collect(maps.Values(r.Volumes))).To(ContainElement(HavePrefix(filepath.Join(dir, "claims", ns, "tgi-cache"))))
+
+		By("looking up " + tinyLLM + " offline from the server, through its own mount of the claim")
+		snap, err := kubelet.ResolveHF(&pod, servingContainer, tinyLLM, r)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(filepath.Base(snap)).To(Equal(commit))
+		Expect(digestsUnder(snap)).To(Equal(contentDigests(tinyLLMFiles())))
+		Expect(hub.Authorizations(hubtest.RouteRevision)).To(Equal(map[string]int{"Bearer " + token: hub.Requests(hubtest.RouteRevision)}))
+		Expect(string(r.Output) + r.Message).NotTo(ContainSubstring(token))
+	}, SpecTimeout(2*time.Minute))
+
 	It("a wrong token fails the Pod's init container with a clear message", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "loader-denied")
 		hub, _ := startHub("hf_theRightToken")

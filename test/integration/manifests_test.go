@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/test/builders"
 )
 
 // testProfiles are the Configuration profiles of the suite's modelgate.
@@ -146,5 +148,28 @@ var _ = Describe("injection into manifests as they are published", func() {
 		Expect(spec.Containers[1].StartupProbe).To(BeNil())
 		Expect(spec.Containers[1].Resources.Limits).To(BeEmpty())
 		Expect(spec.Containers[1].VolumeMounts).To(BeEmpty())
+	})
+})
+
+// A Job's pod template cannot change once created: an update to the Job
+// (a label, a changed setting on the Job's own metadata) is never turned
+// into a template change the API server refuses.
+var _ = Describe("updating an injected Job", func() {
+	It("leaves the Job's pod template as injected at creation", func() {
+		ctx := context.Background()
+		alice := authenticated(aliceName, "system:masters")
+		ns := namespace(ctx, nil)
+		job := builders.New("Job", builders.Options{Namespace: ns, Name: "finetune", Annotations: map[string]string{
+			annotations.Inject: "true", annotations.Model: hfModel, annotations.ModelSize: "20Gi",
+		}}).(*batchv1.Job)
+		Expect(alice.Create(ctx, job)).To(Succeed())
+		tpl := job.Spec.Template.DeepCopy()
+		Expect(tpl.Spec.InitContainers).NotTo(BeEmpty())
+
+		job.Labels["stage"] = "eval"
+		job.Annotations[annotations.ModelSize] = "40Gi"
+		Expect(alice.Update(ctx, job)).To(Succeed())
+		Expect(job.Labels).To(HaveKeyWithValue("stage", "eval"))
+		Expect(job.Spec.Template).To(Equal(*tpl))
 	})
 })

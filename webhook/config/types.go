@@ -121,7 +121,9 @@ type Loader struct {
 	Image   string   `json:"image,omitempty"`
 	Command []string `json:"command,omitempty"`
 	// Args, Command's arguments, is a template: "{{uri}}" becomes the model
-	// URI and "{{dest}}" the model mount path, where the loader writes.
+	// URI and "{{dest}}" the directory the loader fills (the model mount
+	// path, or the directory in the pod's own volume for model-cache
+	// volume:<name>).
 	// Unset, modelgate passes --uri=<model> --dest=<mount path>, as
 	// `modelgate load` reads them.
 	Args []string `json:"args,omitempty"`
