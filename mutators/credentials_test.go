@@ -76,16 +76,7 @@ func TestModelLoaderCredentialKeys(t *testing.T) {
 						t.Errorf("serving container %q got credentials: envFrom %v, env %v", c.Name, c.EnvFrom, c.Env)
 					}
 				}
-				again, err := chain.Apply(tg, in)
-				if err != nil {
-					t.Fatalf("second Apply: %v", err)
-				}
-				if len(again.Changed) != 0 {
-					t.Errorf("second Apply changed %v", again.Changed)
-				}
-				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
-					t.Errorf("pod spec after a second Apply (-want +got):\n%s", diff)
-				}
+				applyAgain(t, chain, tg, in)
 			})
 		}
 	}

@@ -151,7 +151,7 @@ func declaredGPUs(c *corev1.Container, in *Input, name corev1.ResourceName) (res
 // count the serving container declares itself.
 func gpuConflict(o annotations.Origin, count int64, container string, name corev1.ResourceName, declared resource.Quantity) *field.Error {
 	return field.Invalid(o.Path, strconv.FormatInt(count, 10), fmt.Sprintf(
-		"contradicts container %q, which declares %s: %s in its resources; set %s to %s, or remove the container's own %s",
+		"contradicts container %q, which declares %s: %s in its resources; set %s to %s or remove it, or remove the container's own %s",
 		container, name, declared.String(), annotations.GPU, declared.String(), name))
 }
 

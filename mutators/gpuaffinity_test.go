@@ -442,7 +442,7 @@ func TestGPUPlacementDeclaredCount(t *testing.T) {
 		}
 		want := field.ErrorList{field.Invalid(annos.Key(annotations.GPU), "1",
 			`contradicts container "`+tg.PodSpec.Containers[0].Name+`", which declares nvidia.com/gpu: 8 in its resources; `+
-				`set modelgate.io/gpu to 8, or remove the container's own nvidia.com/gpu`)}
+				`set modelgate.io/gpu to 8 or remove it, or remove the container's own nvidia.com/gpu`)}
 		if diff := cmp.Diff(want, ie.Errs); diff != "" {
 			t.Errorf("errors (-want +got):\n%s", diff)
 		}

@@ -125,3 +125,20 @@ func explicit(s annotations.Settings) annotations.Settings {
 	}
 	return s
 }
+
+// applyAgain applies the chain a second time and fails the test when that
+// changes anything: every injection must be a fixed point.
+func applyAgain(t *testing.T, chain Chain, tg *Target, in *Input) {
+	t.Helper()
+	before := tg.PodSpec.DeepCopy()
+	res, err := chain.Apply(tg, in)
+	if err != nil {
+		t.Fatalf("second Apply: %v", err)
+	}
+	if len(res.Changed) != 0 {
+		t.Errorf("second Apply changed %v", res.Changed)
+	}
+	if diff := cmp.Diff(before, tg.PodSpec); diff != "" {
+		t.Errorf("pod spec after a second Apply (-first +second):\n%s", diff)
+	}
+}

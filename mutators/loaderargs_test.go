@@ -140,16 +140,7 @@ func TestModelLoaderCustomLoader(t *testing.T) {
 				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
 					t.Errorf("pod spec (-want +got):\n%s", diff)
 				}
-				again, err := chain.Apply(tg, in)
-				if err != nil {
-					t.Fatalf("second Apply: %v", err)
-				}
-				if len(again.Changed) != 0 {
-					t.Errorf("second Apply changed %v", again.Changed)
-				}
-				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
-					t.Errorf("pod spec after a second Apply (-want +got):\n%s", diff)
-				}
+				applyAgain(t, chain, tg, in)
 			})
 		}
 	}

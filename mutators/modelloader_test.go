@@ -391,16 +391,7 @@ func TestModelLoader(t *testing.T) {
 					}
 				}
 
-				again, err := chain.Apply(tg, input(tc.model))
-				if err != nil {
-					t.Fatalf("second Apply: %v", err)
-				}
-				if len(again.Changed) != 0 {
-					t.Errorf("second Apply changed %v", again.Changed)
-				}
-				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
-					t.Errorf("pod spec after a second Apply (-want +got):\n%s", diff)
-				}
+				applyAgain(t, chain, tg, input(tc.model))
 			})
 		}
 	}

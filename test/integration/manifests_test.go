@@ -95,7 +95,7 @@ var _ = Describe("injection into manifests as they are published", func() {
 		err := alice.Create(ctx, d)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring(`spec.template.metadata.annotations[modelgate.io/gpu]: Invalid value: "1": ` +
-			`contradicts container "nim", which declares nvidia.com/gpu: 8 in its resources; set modelgate.io/gpu to 8, ` +
+			`contradicts container "nim", which declares nvidia.com/gpu: 8 in its resources; set modelgate.io/gpu to 8 or remove it, ` +
 			`or remove the container's own nvidia.com/gpu`))
 	})
 
