@@ -33,8 +33,11 @@ func DefaultGPUOptions() GPUOptions {
 // for and places the pod on nodes that have them:
 //
 //   - the container's limit and request of the GPU resource are both set to
-//     the count (extended resources need them equal; the annotation wins
-//     over a value the container already had);
+//     the count (extended resources need them equal), unless the container
+//     declares a count of its own: that one wins over a profile's default
+//     (Warnings says so) and is never recorded as modelgate's, and the
+//     object's own modelgate.io/gpu that contradicts it is an invalid
+//     object naming both;
 //   - a required node affinity: the product label In the products of
 //     modelgate.io/gpu-product, and the memory label Gt the minimum of
 //     modelgate.io/gpu-memory minus one (Gt is strict, so a minimum of 40960

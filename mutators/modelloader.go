@@ -32,10 +32,13 @@ var (
 //     path): no loader.
 //   - oci:// models become an image volume when LoaderOptions.ImageVolumes
 //     is set: no loader.
-//   - Everything else gets an init container model-loader, first among the
-//     init containers, fetching into the cache volume: an emptyDir on disk
-//     or in memory (sized by modelgate.io/model-size), or a shared cache
-//     claim, where each model gets its own sub directory.
+//   - Everything else gets an init container model-loader, after the
+//     native sidecars the pod starts first and before its other init
+//     containers (see placeLoader), fetching into the cache volume: an
+//     emptyDir on disk or in memory (sized by modelgate.io/model-size), a
+//     shared cache claim, where each model gets its own sub directory, or
+//     a volume of the pod's own that the serving container already mounts
+//     (see userCacheVolume), which stays the user's.
 //
 // With a memory cache, the loader's memory request and limit grow by
 // modelgate.io/model-size (see loaderContainer). For an hf:// model that

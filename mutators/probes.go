@@ -73,15 +73,20 @@ func DefaultProbePresets() map[annotations.EngineName]ProbePreset {
 //   - a readiness probe: HTTP GET of the health path on the serving port
 //     every PeriodSeconds (default 5), failing after 3 misses;
 //   - a startup probe on the same endpoint whose budget, failureThreshold
-//     times the period, covers modelgate.io/warmup-timeout (rounded up), so
-//     the kubelet does not kill a server still loading its weights;
+//     times the period, covers StartupBudget (rounded up): the warm-up,
+//     raised for the pod's GPUs and model size unless
+//     modelgate.io/warmup-timeout sets it, and what the container's own
+//     probes already allow, so the kubelet does not kill a server still
+//     loading its weights;
 //   - the serving port in the container's ports, named "http" (or
 //     "serving" when "http" names another port), unless a port with that
 //     number is declared already.
 //
-// The port and path come from modelgate.io/port and modelgate.io/health-path,
-// else from the engine's preset in ProbeOptions; the custom engine has no
-// preset, and its settings always carry both.
+// The port is the one the engine really listens on (see servingEndpoint:
+// the annotation, the engine's own flag or variable, the declared port, a
+// profile's, the preset); the path is modelgate.io/health-path, else the
+// engine's preset in ProbeOptions. The custom engine has no preset, and its
+// settings always carry both.
 //
 // A probe or port the container already has is the user's and is kept:
 // modelgate adds only what is missing. What it added itself it records in
