@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -24,6 +25,9 @@ import (
 //   - modelgate's loader fills a volume of its own while the serving
 //     container already mounts a model cache of the pod's (see
 //     secondCopyWarning): two copies of the model;
+//   - the serving container of an hf:// model sets HF_HUB_CACHE itself to
+//     another directory than the one modelgate's loader fills (see
+//     hubCacheWarning);
 //   - the model goes into a claim of the pod's own and the pod sets no
 //     fsGroup (see cacheVolumeOwnerWarning);
 //   - the model is kept in memory and the serving container's memory limit
@@ -56,6 +60,9 @@ func Warnings(t *Target, in *Input) []string {
 		}
 	}
 	if w := memoryLimitWarning(c, m, in.Options); w != "" {
+		out = append(out, w)
+	}
+	if w := hubCacheWarning(t.Object, c, m, in.Options); w != "" {
 		out = append(out, w)
 	}
 	if w := cacheVolumeOwnerWarning(t.PodSpec, m, in.Options); w != "" {
@@ -143,4 +150,34 @@ func profileGPUWarning(c *corev1.Container, in *Input) string {
 	}
 	return fmt.Sprintf("container %q declares %s: %s, which wins over profile %q's %s: %d; the profile's count applies only "+
 		"to containers that declare none", c.Name, name, declared.String(), o.Profile, annotations.GPU, g.Count)
+}
+
+// hubCacheWarning warns when the serving container of an hf:// model that
+// modelgate's loader fetches sets HF_HUB_CACHE itself (modelgate never
+// overrides it) to a directory other than the hub cache the loader lays
+// out: with HF_HUB_OFFLINE, an engine given the repository id would not
+// find the model. Empty otherwise.
+func hubCacheWarning(meta *metav1.ObjectMeta, c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
+	if m.URI.Scheme != annotations.SchemeHF || o == nil {
+		return ""
+	}
+	if _, _, needsLoader := modelVolume(m, o.Loader); !needsLoader {
+		return ""
+	}
+	if r, _ := ParseRecord(meta.Annotations[annotations.Injected]); !r.Owned(ownLoader) {
+		return "" // a loader of the user's own lays out what it likes
+	}
+	want := hfEnv(m)[0].Value
+	i := envIndex(c.Env, EnvHFHubCache)
+	if i < 0 || c.Env[i].ValueFrom != nil {
+		return ""
+	}
+	vars := plainVars(c.Env)
+	got, ok := expand(c.Env[i].Value, vars)
+	if !ok || path.Clean(got) == want {
+		return ""
+	}
+	return fmt.Sprintf("container %q sets %s=%s itself, but modelgate's loader lays the Hugging Face cache out at %s: "+
+		"an engine given the repository id would not find the model there; remove the variable or set it to %s",
+		c.Name, EnvHFHubCache, got, want, want)
 }

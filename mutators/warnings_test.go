@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
 )
 
 func TestWarnings(t *testing.T) {
@@ -127,6 +129,44 @@ func TestWarnings(t *testing.T) {
 			in := &Input{Settings: annotations.Settings{Model: tc.model}, Container: tc.container, Options: opts}
 			if diff := cmp.Diff(tc.want, Warnings(tg, in)); diff != "" {
 				t.Errorf("Warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The serving container's own HF_HUB_CACHE is never overridden; when it
+// points elsewhere than the cache modelgate's loader fills, a warning
+// says the engine would not find the model.
+func TestHubCacheWarning(t *testing.T) {
+	const want = `container "server" sets HF_HUB_CACHE=/data itself, but modelgate's loader lays the Hugging Face cache out at ` +
+		`/models/.cache/huggingface/hub: an engine given the repository id would not find the model there; remove the variable ` +
+		`or set it to /models/.cache/huggingface/hub`
+	cases := map[string]struct {
+		env        []corev1.EnvVar
+		userLoader bool
+		model      string
+		want       bool
+	}{
+		"its own cache elsewhere":    {env: []corev1.EnvVar{{Name: "HF_HUB_CACHE", Value: "/data"}}, model: hfLlama, want: true},
+		"through a $(VAR) reference": {env: []corev1.EnvVar{{Name: "ROOT", Value: "/data"}, {Name: "HF_HUB_CACHE", Value: "$(ROOT)"}}, model: hfLlama, want: true},
+		"the same directory":         {env: []corev1.EnvVar{{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub/"}}, model: hfLlama},
+		"none of its own":            {model: hfLlama},
+		"a loader of the user's own": {env: []corev1.EnvVar{{Name: "HF_HUB_CACHE", Value: "/data"}}, userLoader: true, model: hfLlama},
+		"not a Hugging Face repo":    {env: []corev1.EnvVar{{Name: "HF_HUB_CACHE", Value: "/data"}}, model: "s3://models/llama"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg := newTarget("Pod", builders.Options{})
+			tg.PodSpec.Containers[0].Env = tc.env
+			if tc.userLoader {
+				tg.PodSpec.InitContainers = []corev1.Container{{Name: LoaderContainerName, Image: "registry.example.com/fetch:1"}}
+			}
+			in := &Input{Settings: explicit(annotations.Settings{Model: modelSettings(tc.model)}), Options: testOptions()}
+			if _, err := (Chain{ModelLoader{}}).Apply(tg, in); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if got := slices.Contains(Warnings(tg, in), want); got != tc.want {
+				t.Errorf("warned: %v, want %v (warnings %q)", got, tc.want, Warnings(tg, in))
 			}
 		})
 	}
