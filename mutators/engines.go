@@ -317,3 +317,23 @@ func imageRepository(image string) string {
 	}
 	return image
 }
+
+// loopbackOnly reports whether the container starts SGLang, whose server
+// listens on 127.0.0.1 unless --host says otherwise, without a --host the
+// kubelet's probes can reach (the address it was given, "" for none).
+// Only a command line that visibly starts SGLang is judged.
+func loopbackOnly(c *corev1.Container, engine annotations.EngineName) (bool, string) {
+	if engine != annotations.EngineSGLang {
+		return false, ""
+	}
+	e := engines[engine]
+	words := commandLine(c)
+	if engineStart(words, e) < 0 {
+		return false, ""
+	}
+	host, ok := flagValue(engineArgs(c, e), []string{"--host"})
+	if !ok {
+		return true, ""
+	}
+	return host == "127.0.0.1" || host == "localhost" || host == "::1", host
+}

@@ -30,6 +30,8 @@ import (
 //     hubCacheWarning);
 //   - the model goes into a claim of the pod's own and the pod sets no
 //     fsGroup (see cacheVolumeOwnerWarning);
+//   - the serving container starts SGLang listening on loopback only (see
+//     loopbackWarning);
 //   - the model is kept in memory and the serving container's memory limit
 //     is below the model's size: the tmpfs pages count against the pod's
 //     memory once the loader exits.
@@ -40,6 +42,9 @@ func Warnings(t *Target, in *Input) []string {
 	c := &t.PodSpec.Containers[in.Container]
 	var out []string
 	if w := profileGPUWarning(c, in); w != "" {
+		out = append(out, w)
+	}
+	if w := loopbackWarning(c, in); w != "" {
 		out = append(out, w)
 	}
 	m := in.Settings.Model
@@ -180,4 +185,20 @@ func hubCacheWarning(meta *metav1.ObjectMeta, c *corev1.Container, m *annotation
 	return fmt.Sprintf("container %q sets %s=%s itself, but modelgate's loader lays the Hugging Face cache out at %s: "+
 		"an engine given the repository id would not find the model there; remove the variable or set it to %s",
 		c.Name, EnvHFHubCache, got, want, want)
+}
+
+// loopbackWarning warns when the serving container starts SGLang without
+// a --host the kubelet can reach: its probes, modelgate's or the user's,
+// would never pass. Empty otherwise.
+func loopbackWarning(c *corev1.Container, in *Input) string {
+	only, host := loopbackOnly(c, in.Settings.Serving.Engine)
+	if !only {
+		return ""
+	}
+	given := "without --host"
+	if host != "" {
+		given = "with --host " + host
+	}
+	return fmt.Sprintf("container %q starts SGLang %s, so it listens on the loopback address only and the kubelet's "+
+		"probes cannot reach it: add --host 0.0.0.0", c.Name, given)
 }

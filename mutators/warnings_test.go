@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -167,6 +168,38 @@ func TestHubCacheWarning(t *testing.T) {
 			}
 			if got := slices.Contains(Warnings(tg, in), want); got != tc.want {
 				t.Errorf("warned: %v, want %v (warnings %q)", got, tc.want, Warnings(tg, in))
+			}
+		})
+	}
+}
+
+func TestLoopbackWarning(t *testing.T) {
+	cases := map[string]struct {
+		engine  annotations.EngineName
+		command []string
+		want    string
+	}{
+		"sglang without --host": {engine: annotations.EngineSGLang,
+			command: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/models"},
+			want: `container "server" starts SGLang without --host, so it listens on the loopback address only and the ` +
+				`kubelet's probes cannot reach it: add --host 0.0.0.0`},
+		"sglang on 127.0.0.1 in a shell": {engine: annotations.EngineSGLang,
+			command: []string{"bash", "-c", "python3 -m sglang.launch_server --model-path /models --host=127.0.0.1 --port 30000"},
+			want: `container "server" starts SGLang with --host 127.0.0.1, so it listens on the loopback address only and the ` +
+				`kubelet's probes cannot reach it: add --host 0.0.0.0`},
+		"sglang on every address": {engine: annotations.EngineSGLang,
+			command: []string{"python3", "-m", "sglang.launch_server", "--host", "0.0.0.0"}},
+		"sglang started some other way":   {engine: annotations.EngineSGLang, command: []string{"/start.sh"}},
+		"vllm listens everywhere already": {engine: annotations.EngineVLLM, command: []string{"vllm", "serve", "org/m"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg := newTarget("Pod", builders.Options{})
+			tg.PodSpec.Containers[0].Command = tc.command
+			in := &Input{Settings: explicit(annotations.Settings{Serving: annotations.ServingSettings{Engine: tc.engine}}), Options: testOptions()}
+			got := slices.ContainsFunc(Warnings(tg, in), func(w string) bool { return strings.Contains(w, "loopback") })
+			if got != (tc.want != "") || (got && !slices.Contains(Warnings(tg, in), tc.want)) {
+				t.Errorf("warnings %q, want %q", Warnings(tg, in), tc.want)
 			}
 		})
 	}
