@@ -97,7 +97,7 @@ func cacheVolumeOwnerWarning(spec *corev1.PodSpec, m *annotations.ModelSettings,
 	if m.Cache.Medium != annotations.CacheVolume || o == nil {
 		return ""
 	}
-	if _, _, needsLoader := modelVolume(m, o.Loader); !needsLoader {
+	if !needsLoader(m, o.Loader) {
 		return ""
 	}
 	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Cache.Volume })

@@ -85,15 +85,22 @@ func commandLine(c *corev1.Container) []word {
 	return splitWords(c.Command, c.Args, plainVars(c.Env))
 }
 
-// plainVars are the container's variables with a plain value.
-func plainVars(env []corev1.EnvVar) map[string]string {
-	vars := map[string]string{}
-	for _, v := range env {
-		if v.ValueFrom == nil {
-			vars[v.Name] = v.Value
+// plainEnv is a container's env, read for the variables with a plain
+// value (a variable from valueFrom is not known at admission).
+type plainEnv []corev1.EnvVar
+
+// plainVars is the container's env, read for its plain values.
+func plainVars(env []corev1.EnvVar) plainEnv { return plainEnv(env) }
+
+// get returns the plain value of the last definition of the variable with
+// a plain value, as the kubelet would see it.
+func (e plainEnv) get(name string) (string, bool) {
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i].Name == name && e[i].ValueFrom == nil {
+			return e[i].Value, true
 		}
 	}
-	return vars
+	return "", false
 }
 
 // engineStart is the index of the word after the last invocation of the
@@ -157,16 +164,20 @@ func engineArgs(c *corev1.Container, e engineTraits) []word {
 		}
 		return words
 	}
-	out := words[start:]
-	for i, w := range out {
+	return commandArgs(words[start:])
+}
+
+// commandArgs are the words up to the end of the shell command they start.
+func commandArgs(words []word) []word {
+	for i, w := range words {
 		switch {
 		case isSeparator(w.s):
-			return out[:i]
+			return words[:i]
 		case w.ends:
-			return out[:i+1]
+			return words[:i+1]
 		}
 	}
-	return out
+	return words
 }
 
 // flagValue is the value of the last of the flags in words (--flag v or
@@ -215,7 +226,7 @@ func enginePort(c *corev1.Container, engine annotations.EngineName) (int32, stri
 	}
 	if e.portEnv != "" {
 		vars := plainVars(c.Env)
-		if v, ok := vars[e.portEnv]; ok {
+		if v, ok := vars.get(e.portEnv); ok {
 			if s, ok := expand(v, vars); ok {
 				if p, ok := parsePort(s); ok {
 					return p, "env " + e.portEnv
@@ -328,10 +339,11 @@ func loopbackOnly(c *corev1.Container, engine annotations.EngineName) (bool, str
 	}
 	e := engines[engine]
 	words := commandLine(c)
-	if engineStart(words, e) < 0 {
+	start := engineStart(words, e)
+	if start < 0 {
 		return false, ""
 	}
-	host, ok := flagValue(engineArgs(c, e), []string{"--host"})
+	host, ok := flagValue(commandArgs(words[start:]), []string{"--host"})
 	if !ok {
 		return true, ""
 	}

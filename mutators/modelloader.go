@@ -239,6 +239,13 @@ func deleteAt[T any](list []T, i int) []T {
 	return list
 }
 
+// needsLoader reports whether a loader fills the model's volume: not for
+// a pvc:// model, mounted directly, nor an oci:// model mounted as an image
+// volume.
+func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
+	return m.URI.Scheme != annotations.SchemePVC && (m.URI.Scheme != annotations.SchemeOCI || !o.ImageVolumes)
+}
+
 // modelVolume returns the model-store volume, the sub path serving
 // containers mount, and whether a loader must fill the volume.
 func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string, bool) {

@@ -97,14 +97,14 @@ type word struct {
 	ends  bool
 }
 
-func newWord(f string, vars map[string]string) word {
+func newWord(f string, vars plainEnv) word {
 	s, ok := expand(unquote(strings.TrimRight(f, ";")), vars)
 	return word{s: s, known: ok, ends: strings.HasSuffix(f, ";")}
 }
 
 // splitWords splits a command line into words: every command and argument
 // on white space, so that a shell script reads like separate arguments.
-func splitWords(command, args []string, vars map[string]string) []word {
+func splitWords(command, args []string, vars plainEnv) []word {
 	var words []word
 	for _, arg := range slices.Concat(command, args) {
 		for _, f := range strings.Fields(arg) {
@@ -122,7 +122,7 @@ func unquote(s string) string {
 // expand replaces each $(NAME) with the variable's value, as the kubelet
 // expands command and args. ok is false when a '$' is left: a reference it
 // cannot resolve, "$$" (a literal '$' for the shell) or a shell variable.
-func expand(s string, vars map[string]string) (string, bool) {
+func expand(s string, vars plainEnv) (string, bool) {
 	if !strings.Contains(s, "$") {
 		return s, true
 	}
@@ -139,7 +139,7 @@ func expand(s string, vars map[string]string) (string, bool) {
 		if end < 0 {
 			return "", false
 		}
-		v, ok := vars[s[i+2:i+2+end]]
+		v, ok := vars.get(s[i+2 : i+2+end])
 		if !ok || strings.Contains(v, "$") {
 			return "", false
 		}

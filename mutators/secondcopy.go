@@ -42,7 +42,7 @@ func secondCopyWarning(spec *corev1.PodSpec, c *corev1.Container, m *annotations
 	if o == nil || (m.Cache.Medium != annotations.CacheDisk && m.Cache.Medium != annotations.CacheMemory) {
 		return ""
 	}
-	if _, _, needsLoader := modelVolume(m, o.Loader); !needsLoader {
+	if !needsLoader(m, o.Loader) {
 		return ""
 	}
 	targets := cacheTargets(c, engine)
@@ -75,7 +75,7 @@ func cacheTargets(c *corev1.Container, engine annotations.EngineName) []cacheTar
 	var out []cacheTarget
 	vars := plainVars(c.Env)
 	for _, name := range cacheVariables {
-		if v, ok := vars[name]; ok {
+		if v, ok := vars.get(name); ok {
 			if s, ok := expand(v, vars); ok && path.IsAbs(s) {
 				out = append(out, cacheTarget{path.Clean(s), name + "=" + s})
 			}

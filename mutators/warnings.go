@@ -3,10 +3,10 @@ package mutators
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -67,7 +67,7 @@ func Warnings(t *Target, in *Input) []string {
 	if w := memoryLimitWarning(c, m, in.Options); w != "" {
 		out = append(out, w)
 	}
-	if w := hubCacheWarning(t.Object, c, m, in.Options); w != "" {
+	if w := hubCacheWarning(t, c, m, in.Options); w != "" {
 		out = append(out, w)
 	}
 	if w := cacheVolumeOwnerWarning(t.PodSpec, m, in.Options); w != "" {
@@ -161,15 +161,16 @@ func profileGPUWarning(c *corev1.Container, in *Input) string {
 // modelgate's loader fetches sets HF_HUB_CACHE itself (modelgate never
 // overrides it) to a directory other than the hub cache the loader lays
 // out: with HF_HUB_OFFLINE, an engine given the repository id would not
-// find the model. Empty otherwise.
-func hubCacheWarning(meta *metav1.ObjectMeta, c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
+// find the model. Whether the loader is modelgate's is what the pass that
+// just ran owns (Target.Own). Empty otherwise.
+func hubCacheWarning(t *Target, c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
 	if m.URI.Scheme != annotations.SchemeHF || o == nil {
 		return ""
 	}
-	if _, _, needsLoader := modelVolume(m, o.Loader); !needsLoader {
+	if !needsLoader(m, o.Loader) {
 		return ""
 	}
-	if r, _ := ParseRecord(meta.Annotations[annotations.Injected]); !r.Owned(ownLoader) {
+	if !slices.Contains(t.owns, ownLoader) {
 		return "" // a loader of the user's own lays out what it likes
 	}
 	want := hfEnv(m)[0].Value
