@@ -198,7 +198,7 @@ func TestEnginePort(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got, _ := enginePort(&tc.c, tc.engine); got != tc.want {
+			if got := enginePort(&tc.c, tc.engine); got != tc.want {
 				t.Errorf("enginePort = %d, want %d", got, tc.want)
 			}
 		})

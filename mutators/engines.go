@@ -210,17 +210,16 @@ func parsePort(s string) (int32, bool) {
 }
 
 // enginePort is the port the container's own command line or environment
-// gives the engine (--port, --http-port, PORT), and where it read it; 0
-// when they give none.
-func enginePort(c *corev1.Container, engine annotations.EngineName) (int32, string) {
+// gives the engine (--port, --http-port, PORT); 0 when they give none.
+func enginePort(c *corev1.Container, engine annotations.EngineName) int32 {
 	e, ok := engines[engine]
 	if !ok {
-		return 0, ""
+		return 0
 	}
 	if args := engineArgs(c, e); args != nil {
 		if v, ok := flagValue(args, e.portFlags); ok {
 			if p, ok := parsePort(v); ok {
-				return p, strings.Join(e.portFlags, "/")
+				return p
 			}
 		}
 	}
@@ -229,12 +228,12 @@ func enginePort(c *corev1.Container, engine annotations.EngineName) (int32, stri
 		if v, ok := vars.get(e.portEnv); ok {
 			if s, ok := expand(v, vars); ok {
 				if p, ok := parsePort(s); ok {
-					return p, "env " + e.portEnv
+					return p
 				}
 			}
 		}
 	}
-	return 0, ""
+	return 0
 }
 
 // declaredServingPort is the serving port among the TCP ports the

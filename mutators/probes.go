@@ -159,7 +159,7 @@ func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 	case s.Port != 0 && in.Settings.Explicit(annotations.Port):
 		port = s.Port
 	default:
-		port, _ = enginePort(c, s.Engine)
+		port = enginePort(c, s.Engine)
 		if port == 0 {
 			port = declaredServingPort(c, preset.Port, ours)
 		}
