@@ -187,6 +187,10 @@ func TestEnginePort(t *testing.T) {
 			c:      corev1.Container{Command: []string{"tritonserver", "--model-repository=/models", "--http-port=9000", "--grpc-port=9001"}},
 			want:   9000,
 		},
+		"a flag's value naming the engine starts nothing": {
+			engine: annotations.EngineTriton,
+			c:      corev1.Container{Command: []string{"sh", "-c", "/opt/start --model-repository=/srv/tritonserver --http-port 9000"}},
+		},
 		"a port that is not a number": {
 			engine: annotations.EngineVLLM,
 			c:      corev1.Container{Args: []string{"--port", "http"}},

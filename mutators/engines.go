@@ -109,8 +109,8 @@ func (e plainEnv) get(name string) (string, bool) {
 func engineStart(words []word, e engineTraits) int {
 	start := -1
 	for i, w := range words {
-		if !w.known {
-			continue
+		if !w.known || strings.HasPrefix(w.s, "-") {
+			continue // a flag's value (--model-repository=/x/tritonserver) starts nothing
 		}
 		for _, cmd := range e.commands {
 			first, second, two := strings.Cut(cmd, " ")
