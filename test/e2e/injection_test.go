@@ -47,7 +47,7 @@ var _ = Describe("Opted-in workloads", func() {
 				g.Expect(pods).To(HaveLen(1))
 				g.Expect(pods[0].Status.Phase).To(BeElementOf(corev1.PodRunning, corev1.PodSucceeded))
 				expectInjectedOnce(g, &pods[0], tmpl, 1)
-				g.Expect(nodeOf(&pods[0]).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, h100))
+				g.Expect(nodeOf(g, &pods[0]).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, h100))
 			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		}
 
@@ -72,7 +72,7 @@ var _ = Describe("Opted-in workloads", func() {
 			g.Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"job-name": job.Name})).To(Succeed())
 			g.Expect(pods.Items).To(HaveLen(1))
 			expectInjectedOnce(g, &pods.Items[0], cronTmpl, 1)
-			g.Expect(nodeOf(&pods.Items[0]).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, h100))
+			g.Expect(nodeOf(g, &pods.Items[0]).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, h100))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
@@ -106,7 +106,7 @@ var _ = Describe("Opted-in workloads", func() {
 				expectNotInjected(g, &p)
 				// Without GPUs or the toleration, the tainted GPU nodes
 				// are out of reach.
-				g.Expect(nodeOf(&p).Labels).NotTo(HaveKey(cluster.LabelGPUPresent))
+				g.Expect(nodeOf(g, &p).Labels).NotTo(HaveKey(cluster.LabelGPUPresent))
 			}
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())

@@ -51,7 +51,7 @@ var _ = Describe("Scheduling", func() {
 				case p.Status.Phase == corev1.PodRunning:
 					running++
 					expectInjectedOnce(g, &p, &d.Spec.Template, 2)
-					g.Expect(nodeOf(&p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
+					g.Expect(nodeOf(g, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
 				case p.Spec.NodeName == "" && unschedulable(&p) != "":
 					pending++
 					g.Expect(unschedulable(&p)).To(And(
@@ -77,7 +77,7 @@ var _ = Describe("Scheduling", func() {
 				annotations.GPUMemory: strconv.Itoa(c.minMiB),
 			})))).To(Succeed())
 			for _, p := range runningPods(ctx, ns, c.name, int(c.n)) {
-				mem, err := strconv.Atoi(nodeOf(&p).Labels[cluster.LabelGPUMemory])
+				mem, err := strconv.Atoi(nodeOf(Default, &p).Labels[cluster.LabelGPUMemory])
 				Expect(err).NotTo(HaveOccurred())
 				Expect(mem).To(BeNumerically(">=", c.minMiB), "pod %s on %s", p.Name, p.Spec.NodeName)
 			}
@@ -119,7 +119,7 @@ var _ = Describe("Scheduling", func() {
 		for _, p := range pods.Items {
 			Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded), "pod %s", p.Name)
 			expectInjectedOnce(Default, &p, &job.Spec.Template, 1)
-			Expect(nodeOf(&p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, t4))
+			Expect(nodeOf(Default, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, t4))
 		}
 	}, SpecTimeout(2*time.Minute))
 
@@ -182,7 +182,7 @@ func expectNotInjectedUnlessAsked(p, control *corev1.Pod) {
 // nodeClass is the kind of node a pod landed on: its GPU product, or
 // "cpu".
 func nodeClass(p *corev1.Pod) string {
-	if prod := nodeOf(p).Labels[cluster.LabelGPUProduct]; prod != "" {
+	if prod := nodeOf(Default, p).Labels[cluster.LabelGPUProduct]; prod != "" {
 		return prod
 	}
 	return "cpu"

@@ -147,9 +147,13 @@ func runningPods(ctx context.Context, namespace, name string, n int) []corev1.Po
 	return pods
 }
 
-// nodeOf returns the fake node a pod is bound to.
-func nodeOf(p *corev1.Pod) *corev1.Node {
+// nodeOf returns the fake node a pod is bound to, failing through g
+// (inside Eventually, a pod not bound yet is tried again).
+func nodeOf(g Gomega, p *corev1.Pod) *corev1.Node {
 	n, ok := nodes[p.Spec.NodeName]
-	Expect(ok).To(BeTrue(), fmt.Sprintf("pod %s is on %q, not one of the fake nodes", p.Name, p.Spec.NodeName))
+	g.Expect(ok).To(BeTrue(), fmt.Sprintf("pod %s is on %q, not one of the fake nodes", p.Name, p.Spec.NodeName))
+	if !ok {
+		return &corev1.Node{}
+	}
 	return n
 }
