@@ -128,13 +128,22 @@ func TestValidate(t *testing.T) {
 			},
 			wantFields: []string{"certificates.self.renewBefore", "certificates.self.caLifetime", "certificates.self.injectionGrace", "certificates.self.checkInterval"},
 		},
-		"metrics disabled":        {edit: func(c *config.Configuration) { c.Metrics.BindAddress = "0" }},
-		"cache wait at the limit": {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 3 * time.Second }},
-		"no cache wait":           {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 0 }},
-		"bad namespace":           {edit: func(c *config.Configuration) { c.Namespace = "Bad_NS" }, wantFields: []string{"namespace"}},
-		"port too high":           {edit: func(c *config.Configuration) { c.Webhook.Port = 70000 }, wantFields: []string{"webhook.port"}},
-		"negative port":           {edit: func(c *config.Configuration) { c.Webhook.Port = -1 }, wantFields: []string{"webhook.port"}},
-		"old TLS":                 {edit: func(c *config.Configuration) { c.Webhook.TLSMinVersion = "1.1" }, wantFields: []string{"webhook.tlsMinVersion"}},
+		"metrics disabled": {edit: func(c *config.Configuration) { c.Metrics.BindAddress = "0" }},
+		"cache wait at the limit, with an evaluation that still fits": {edit: func(c *config.Configuration) {
+			c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration = 3*time.Second, 1500*time.Millisecond
+		}},
+		// Issue 15, item 9: each in its range, together over the timeout.
+		"cache wait and evaluation over the webhook timeout together": {
+			edit: func(c *config.Configuration) {
+				c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration = 2*time.Second, 4*time.Second
+			},
+			wantFields: []string{"policy.evaluationTimeout"},
+		},
+		"no cache wait": {edit: func(c *config.Configuration) { c.Injection.NamespaceCacheWait.Duration = 0 }},
+		"bad namespace": {edit: func(c *config.Configuration) { c.Namespace = "Bad_NS" }, wantFields: []string{"namespace"}},
+		"port too high": {edit: func(c *config.Configuration) { c.Webhook.Port = 70000 }, wantFields: []string{"webhook.port"}},
+		"negative port": {edit: func(c *config.Configuration) { c.Webhook.Port = -1 }, wantFields: []string{"webhook.port"}},
+		"old TLS":       {edit: func(c *config.Configuration) { c.Webhook.TLSMinVersion = "1.1" }, wantFields: []string{"webhook.tlsMinVersion"}},
 		"bind address not host:port": {
 			edit: func(c *config.Configuration) { c.Metrics.BindAddress = "nope" }, wantFields: []string{"metrics.bindAddress"},
 		},
@@ -310,5 +319,20 @@ func TestDefaultLoaderImage(t *testing.T) {
 	// Tests are not a release build: New defaults to the newest release.
 	if got, want := config.New().Injection.Loader.Image, "ghcr.io/modelgate/modelgate:latest"; got != want {
 		t.Errorf("New().Injection.Loader.Image = %q, want %q", got, want)
+	}
+}
+
+// The budget error shows its arithmetic.
+func TestValidateBudgetMessage(t *testing.T) {
+	c := config.New()
+	c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration = 2*time.Second, 4*time.Second
+	errs := c.Validate()
+	if len(errs) != 1 {
+		t.Fatalf("Validate() = %v, want one error", errs)
+	}
+	want := "injection.namespaceCacheWait (2s) + policy.evaluationTimeout (4s) + 500ms for the rest of a review = 6.5s, " +
+		"over the webhooks' timeoutSeconds (5s): the API server would give up on the review first; lower either"
+	if errs[0].Detail != want {
+		t.Errorf("detail %q\nwant %q", errs[0].Detail, want)
 	}
 }

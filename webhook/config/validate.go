@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"strconv"
 	"time"
@@ -56,8 +57,34 @@ func (c *Configuration) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("policy", "evaluationTimeout"), d.String(),
 			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
 	}
+	errs = append(errs, validateBudget(c)...)
 	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
 	return errs
+}
+
+// WebhookTimeout is the timeoutSeconds of every modelgate webhook
+// (config/webhook): past it the API server gives up on the call and applies
+// the failure policy.
+const WebhookTimeout = 5 * time.Second
+
+// reviewOverhead is what a review needs besides the namespace-cache wait
+// and the policies' evaluation: the network both ways, reading and
+// decoding the request and writing the answer (milliseconds), with room
+// for a busy replica.
+const reviewOverhead = 500 * time.Millisecond
+
+// validateBudget checks that the longest review fits the webhook timeout:
+// a validating review may wait for the namespace cache and then evaluate
+// the policies, one after the other.
+func validateBudget(c *Configuration) field.ErrorList {
+	wait, eval := c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration
+	if wait < 0 || wait > 3*time.Second || eval <= 0 || eval > 4*time.Second || wait+eval+reviewOverhead <= WebhookTimeout {
+		return nil // each out of its own range is reported on its own
+	}
+	return field.ErrorList{field.Invalid(field.NewPath("policy", "evaluationTimeout"), eval.String(), fmt.Sprintf(
+		"injection.namespaceCacheWait (%s) + policy.evaluationTimeout (%s) + %s for the rest of a review = %s, "+
+			"over the webhooks' timeoutSeconds (%s): the API server would give up on the review first; lower either",
+		wait, eval, reviewOverhead, wait+eval+reviewOverhead, WebhookTimeout))}
 }
 
 func validateBindAddress(p *field.Path, addr string) field.ErrorList {
