@@ -66,11 +66,43 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 var defaultRegistry prometheus.Registerer = crmetrics.Registry
 
 func (m *Metrics) review(kind, op, outcome string) {
-	m.reviews.WithLabelValues(kind, op, outcome).Inc()
+	m.reviews.WithLabelValues(kindLabel(kind), operationLabel(op), outcome).Inc()
 }
 
 func (m *Metrics) changed(kind string, mutators []string) {
 	for _, name := range mutators {
-		m.changes.WithLabelValues(name, kind).Inc()
+		m.changes.WithLabelValues(name, kindLabel(kind)).Inc()
 	}
+}
+
+// labelOther is the label value of a kind or operation modelgate's
+// webhooks are not registered for.
+const labelOther = "other"
+
+// metricKinds are the kinds modelgate's webhooks are registered for. The
+// kind and operation of a review are whatever its sender wrote, and the
+// webhook port is reachable by more than the API server: a label value
+// outside a known set would let any caller grow the metrics (and the
+// process's memory) without bound, one series per made-up value.
+var metricKinds = map[string]bool{
+	"Pod": true, "Deployment": true, "StatefulSet": true, "Job": true, "CronJob": true,
+	"AIInference": true, "WorkloadPolicy": true,
+}
+
+// kindLabel is kind when modelgate's webhooks handle it, else "other".
+func kindLabel(kind string) string {
+	if metricKinds[kind] {
+		return kind
+	}
+	return labelOther
+}
+
+// operationLabel is the admission operation, or "other" for a value that
+// is not one.
+func operationLabel(op string) string {
+	switch op {
+	case "CREATE", "UPDATE", "DELETE", "CONNECT":
+		return op
+	}
+	return labelOther
 }

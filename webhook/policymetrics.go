@@ -72,5 +72,5 @@ func (m *PolicyMetrics) LoadFailed(source string) {
 }
 
 func (m *PolicyMetrics) review(kind, op, outcome string) {
-	m.reviews.WithLabelValues(kind, op, outcome).Inc()
+	m.reviews.WithLabelValues(kindLabel(kind), operationLabel(op), outcome).Inc()
 }

@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// Issue 15, item 1: the kind and operation of a review are whatever its
+// sender wrote. Reviews with made-up kinds and operations, sent to the
+// port by anyone, must not add a metric series each: before the labels
+// were bounded, 60 reviews with 1 MB kinds kept 60 MB of label values.
+func TestMetricLabelsAreBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, pm := NewMetrics(reg), NewPolicyMetrics(reg)
+	mutating := NewMutating(config.New(), testNamespaces, m)
+	validating := NewValidating(config.New(), policies.NewEngine(policies.Options{}), testNamespaces, pm)
+	ctx := context.Background()
+	forged := func(i int) admission.Request {
+		kind := fmt.Sprintf("Forged%d%s", i, strings.Repeat("x", 1<<10))
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID:       "uid",
+			Kind:      metav1.GroupVersionKind{Group: "evil.example.com", Version: "v1", Kind: kind},
+			Namespace: nsPlain,
+			Operation: admissionv1.Operation(fmt.Sprintf("OP%d", i)),
+			Object:    runtime.RawExtension{Raw: []byte(`{}`)},
+		}}
+	}
+	for i := range 200 {
+		mutating.Handle(ctx, forged(i))
+		validating.Handle(ctx, forged(i))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, mf := range mfs {
+		series[mf.GetName()] = len(mf.GetMetric())
+	}
+	for _, name := range []string{"modelgate_mutating_reviews_total", "modelgate_validating_reviews_total"} {
+		if n := series[name]; n == 0 || n > 2 {
+			t.Errorf("%s has %d series after 200 forged kinds and operations, want 1 or 2 (kind and operation %q)", name, n, labelOther)
+		}
+	}
+	for _, mf := range mfs {
+		for _, metric := range mf.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if strings.Contains(l.GetValue(), "Forged") || strings.HasPrefix(l.GetValue(), "OP") {
+					t.Errorf("%s carries the sender's value %.40q in label %s", mf.GetName(), l.GetValue(), l.GetName())
+				}
+			}
+		}
+	}
+}
+
+func TestMetricLabels(t *testing.T) {
+	for in, want := range map[string]string{"Pod": "Pod", "CronJob": "CronJob", "AIInference": "AIInference", "pod": labelOther, "": labelOther} {
+		if got := kindLabel(in); got != want {
+			t.Errorf("kindLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{"CREATE": "CREATE", "UPDATE": "UPDATE", "DELETE": "DELETE", "create": labelOther, "PATCH": labelOther} {
+		if got := operationLabel(in); got != want {
+			t.Errorf("operationLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
