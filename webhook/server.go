@@ -62,7 +62,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	})
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
-		WebhookServer:           server,
+		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits())},
 		Metrics:                 metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -82,6 +83,11 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
 	logger := log.Log.WithName("serve")
+	memLimit, memFrom, err := setMemoryLimit(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "modelgate serve: %v\n", err)
+		return 1
+	}
 
 	cfg := config.New()
 	if f.configFile != "" {
@@ -107,7 +113,8 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	logger.Info("starting", "version", version, "namespace", cfg.Namespace,
 		"webhookPort", cfg.Webhook.Port, "certDir", cfg.Webhook.CertDir,
-		"tlsMinVersion", cfg.Webhook.TLSMinVersion, "http2", cfg.Webhook.EnableHTTP2)
+		"tlsMinVersion", cfg.Webhook.TLSMinVersion, "http2", cfg.Webhook.EnableHTTP2,
+		"memoryLimit", memLimit, "memoryLimitFrom", memFrom)
 	if err := mgr.Start(signals.SetupSignalHandler()); err != nil {
 		logger.Error(err, "manager stopped")
 		return 1
