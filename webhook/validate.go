@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -78,10 +80,41 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 		return resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
+	if why := unjudgedPodUpdate(req, obj); why != "" {
+		return admission.Allowed(why), outcomeSkipped
+	}
 	w := h.workload(req, obj, nsLabels)
 	decision := h.checker.Check(ctx, w)
 	logDecision(ctx, req, decision)
 	return policyResponse(decision)
+}
+
+// unjudgedPodUpdate says why a Pod UPDATE is not judged by the policies,
+// empty when it is. Policies must not block cleanup: a Pod being deleted
+// is never judged, and neither is an update that changes nothing the
+// policies judge a Pod by (its spec, labels and annotations), such as the
+// job controller removing a finalizer from a finished Pod after a policy
+// was tightened. Either would otherwise leave the Pod Terminating for
+// ever.
+func unjudgedPodUpdate(req admission.Request, obj *decoded) string {
+	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Update {
+		return ""
+	}
+	cur := obj.target
+	if cur.Object.DeletionTimestamp != nil {
+		return "the Pod is being deleted"
+	}
+	old, err := decoders[req.Kind](req.OldObject.Raw)
+	if err != nil {
+		return "" // judged as it stands
+	}
+	prev := old.target
+	if equality.Semantic.DeepEqual(cur.PodSpec, prev.PodSpec) &&
+		equality.Semantic.DeepEqual(cur.Object.Labels, prev.Object.Labels) &&
+		equality.Semantic.DeepEqual(cur.Object.Annotations, prev.Object.Annotations) {
+		return "nothing the policies judge a Pod by changed"
+	}
+	return ""
 }
 
 // workload is what the policies judge: the decoded object, its parsed

@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -296,5 +298,50 @@ func TestPolicyValidator(t *testing.T) {
 				t.Errorf("message %q does not contain %q", resp.Result.Message, tc.wantDetail)
 			}
 		})
+	}
+}
+
+// Issue 15, item 5: after a policy is tightened, the metadata-only updates
+// that finish a Pod (a finalizer removed, its deletion) are not judged;
+// a change to what the policies read is.
+func TestValidatingPodCleanup(t *testing.T) {
+	const noGPUs = "package t\n\ndeny contains \"no GPU pods\" if input.workload.gpu.count > 0\n"
+	h := validating(t, policies.Policy{Name: "no-gpus", Module: noGPUs})
+	pod := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := object("Pod", nsPlain, builders.Options{}).(*corev1.Pod)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		p.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	old := pod(nil)
+	cases := map[string]struct {
+		cur         *corev1.Pod
+		wantAllowed bool
+	}{
+		"a finalizer removed": {cur: pod(func(p *corev1.Pod) { p.Finalizers = nil }), wantAllowed: true},
+		"being deleted": {cur: pod(func(p *corev1.Pod) {
+			now := metav1.Now()
+			p.DeletionTimestamp = &now
+			p.Labels["x"] = "y"
+		}), wantAllowed: true},
+		"a label changed: judged":  {cur: pod(func(p *corev1.Pod) { p.Labels["tier"] = "gold" })},
+		"the spec changed: judged": {cur: pod(func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example.com/llm/server:2.0" })},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := h.Handle(context.Background(), update(t, old, tc.cur, alice))
+			if resp.Allowed != tc.wantAllowed {
+				t.Errorf("allowed %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+		})
+	}
+	if resp := h.Handle(context.Background(), create(t, old, alice)); resp.Allowed {
+		t.Error("the policy does not deny the GPU Pod on CREATE: the cases above prove nothing")
 	}
 }
