@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -214,5 +215,30 @@ deny contains msg if {
 		apply(policy("internal-loader", loaderImage, policyv1.EnforcementActionDeny, ""))
 		err := deniedEventually(gpuDeployment("loaded", 1))
 		Expect(err.Error()).To(ContainSubstring(`[internal-loader] init container "model-loader" uses image "ghcr.io/modelgate/modelgate:latest"`))
+	})
+	// Issue 15, item 5: a policy tightened after a GPU Pod was admitted
+	// does not keep the Pod from being cleaned up.
+	It("lets a GPU Pod admitted before a tighter policy lose its finalizer and be deleted", func() {
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "finished", Annotations: map[string]string{
+			annotations.Inject: "true", annotations.GPU: "2",
+		}}).(*corev1.Pod)
+		pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+		Expect(alice.Create(ctx, pod)).To(Succeed())
+		apply(policy("max-one-gpu-later", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
+		// The policy is in force: a label change is judged, and denied.
+		Eventually(func() error {
+			p := pod.DeepCopy()
+			p.Labels["stage"] = "done"
+			return alice.Update(ctx, p, client.DryRunAll)
+		}).Should(MatchError(ContainSubstring("[max-one-gpu-later]")))
+
+		Expect(alice.Delete(ctx, pod)).To(Succeed())
+		Expect(alice.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		Expect(pod.DeletionTimestamp).NotTo(BeNil())
+		pod.Finalizers = nil
+		Expect(alice.Update(ctx, pod)).To(Succeed(), "the finalizer's removal was judged")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(alice.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+		}).Should(BeTrue())
 	})
 })
