@@ -168,7 +168,13 @@ func TestDirSourceReload(t *testing.T) {
 	waitFor(t, "a new file", names("maxgpus", "owner"))
 
 	writeFiles(t, dir, map[string]string{"owner.rego": "package owner\n\ndeny contains"})
-	waitFor(t, "a broken file to leave the set", names("maxgpus"))
+	// The set is swapped before the load's errors are reported: wait for
+	// both.
+	waitFor(t, "a broken file to leave the set and be reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return names("maxgpus")() && len(reported) > 0
+	})
 	mu.Lock()
 	var fe *FileError
 	if len(reported) == 0 || !errors.As(reported[len(reported)-1], &fe) || fe.File != filepath.Join(dir, "owner.rego") {
