@@ -55,7 +55,7 @@ func applyModel(t *testing.T, tg *Target, s annotations.Settings) (Result, *Inpu
 		t.Fatalf("ResolveContainer: %v", ferr)
 	}
 	in := &Input{Settings: s, Container: idx, Options: testOptions()}
-	res, err := Chain{ModelLoader{}, GPUPlacement{}, ServingProbes{}}.Apply(tg, in)
+	res, err := injectionChain.Apply(tg, in)
 	return res, in, err
 }
 
@@ -135,14 +135,8 @@ func TestModelCacheVolume(t *testing.T) {
 				t.Error("warned about the owner with an fsGroup set")
 			}
 			tg.PodSpec.SecurityContext = nil
-			once := spec.DeepCopy()
-			if res, _, err := applyModel(t, tg, s); err != nil || len(res.Changed) > 0 {
-				t.Fatalf("second pass changed %v (error %v)", res.Changed, err)
-			}
-			if diff := cmp.Diff(once, spec); diff != "" {
-				t.Errorf("second pass changed the spec (-first +second):\n%s", diff)
-			}
-			if _, err := (Chain{ModelLoader{}, GPUPlacement{}, ServingProbes{}}).Revert(tg, &Input{Options: testOptions()}); err != nil {
+			applyAgain(t, injectionChain, tg, in)
+			if _, err := injectionChain.Revert(tg, &Input{Options: testOptions()}); err != nil {
 				t.Fatalf("Revert: %v", err)
 			}
 			if diff := cmp.Diff(before, spec); diff != "" {
@@ -274,15 +268,14 @@ func TestModelLoaderOrder(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tg := newTarget("Pod", builders.Options{})
 			tg.PodSpec.InitContainers = slices.Clone(tc.init)
-			if _, _, err := applyModel(t, tg, s); err != nil {
+			_, in, err := applyModel(t, tg, s)
+			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
 			if diff := cmp.Diff(tc.want, names(tg.PodSpec.InitContainers)); diff != "" {
 				t.Errorf("init containers (-want +got):\n%s", diff)
 			}
-			if res, _, err := applyModel(t, tg, s); err != nil || len(res.Changed) > 0 {
-				t.Errorf("second pass changed %v (error %v)", res.Changed, err)
-			}
+			applyAgain(t, injectionChain, tg, in)
 		})
 	}
 

@@ -82,15 +82,12 @@ var engines = map[annotations.EngineName]engineTraits{
 // commandLine is a container's command and args as words (see
 // ModelReferences for how they are split and expanded).
 func commandLine(c *corev1.Container) []word {
-	return splitWords(c.Command, c.Args, plainVars(c.Env))
+	return splitWords(c.Command, c.Args, plainEnv(c.Env))
 }
 
 // plainEnv is a container's env, read for the variables with a plain
 // value (a variable from valueFrom is not known at admission).
 type plainEnv []corev1.EnvVar
-
-// plainVars is the container's env, read for its plain values.
-func plainVars(env []corev1.EnvVar) plainEnv { return plainEnv(env) }
 
 // get returns the plain value of the last definition of the variable with
 // a plain value, as the kubelet would see it.
@@ -224,7 +221,7 @@ func enginePort(c *corev1.Container, engine annotations.EngineName) int32 {
 		}
 	}
 	if e.portEnv != "" {
-		vars := plainVars(c.Env)
+		vars := plainEnv(c.Env)
 		if v, ok := vars.get(e.portEnv); ok {
 			if s, ok := expand(v, vars); ok {
 				if p, ok := parsePort(s); ok {

@@ -184,17 +184,7 @@ func TestHFEnv(t *testing.T) {
 					t.Errorf("env parts owned (-want +got):\n%s", diff)
 				}
 
-				once := tg.PodSpec.DeepCopy()
-				again, err := chain.Apply(tg, input(tc.model, container))
-				if err != nil {
-					t.Fatalf("second Apply: %v", err)
-				}
-				if len(again.Changed) != 0 {
-					t.Errorf("second Apply changed %v", again.Changed)
-				}
-				if diff := cmp.Diff(once, tg.PodSpec); diff != "" {
-					t.Errorf("second Apply changed the pod spec (-first +second):\n%s", diff)
-				}
+				applyAgain(t, chain, tg, input(tc.model, container))
 			})
 		}
 	}

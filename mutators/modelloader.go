@@ -74,11 +74,14 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		return false, err
 	}
 	spec := t.PodSpec
-	volume, subPath, needsLoader := modelVolume(m, in.Options.Loader)
+	loads := needsLoader(m, in.Options.Loader)
 
 	changed := releaseMounts(t, in, c.Name)
-	var loaderMount *corev1.VolumeMount
-	if m.Cache.Medium == annotations.CacheVolume && needsLoader {
+	var (
+		loaderMount *corev1.VolumeMount
+		subPath     string
+	)
+	if m.Cache.Medium == annotations.CacheVolume && loads {
 		// The pod's own volume: the model goes where the serving container
 		// already mounts it, and modelgate adds no volume or mount of its own.
 		vm, dir, err := userCacheVolume(t, in, m)
@@ -90,6 +93,8 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		resolved.MountPath = dir
 		m, loaderMount = &resolved, &vm
 	} else {
+		var volume corev1.Volume
+		volume, subPath = modelVolume(m, in.Options.Loader)
 		v, err := ensureVolume(t, in, volume)
 		if err != nil {
 			return false, err
@@ -109,7 +114,7 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	// The serving environment describes the layout of modelgate's loader;
 	// a loader the user wrote lays out what it likes.
 	var env []corev1.EnvVar
-	if needsLoader && (idx < 0 || ours) && m.URI.Scheme == annotations.SchemeHF {
+	if loads && (idx < 0 || ours) && m.URI.Scheme == annotations.SchemeHF {
 		env = hfEnv(m)
 	}
 	changed = setEnv(t, in, c, env) || changed
@@ -117,7 +122,7 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	switch {
 	case idx >= 0 && !ours:
 		// The user's own loader: theirs to run, never touched.
-	case !needsLoader:
+	case !loads:
 		if ours {
 			spec.InitContainers = deleteAt(spec.InitContainers, idx)
 			changed = true
@@ -246,31 +251,29 @@ func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
 	return m.URI.Scheme != annotations.SchemePVC && (m.URI.Scheme != annotations.SchemeOCI || !o.ImageVolumes)
 }
 
-// modelVolume returns the model-store volume, the sub path serving
-// containers mount, and whether a loader must fill the volume.
-func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string, bool) {
+// modelVolume returns the model-store volume and the sub path serving
+// containers mount. (A "volume:<name>" cache has none: see
+// userCacheVolume.)
+func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string) {
 	v := corev1.Volume{Name: ModelVolumeName}
 	switch {
 	case m.URI.Scheme == annotations.SchemePVC:
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.URI.Claim, ReadOnly: true}
-		return v, m.URI.Path, false
+		return v, m.URI.Path
 	case m.URI.Scheme == annotations.SchemeOCI && o.ImageVolumes:
 		v.Image = &corev1.ImageVolumeSource{Reference: ociReference(m.URI), PullPolicy: corev1.PullIfNotPresent}
-		return v, "", false
+		return v, ""
 	}
 	switch m.Cache.Medium {
-	case annotations.CacheVolume:
-		// The pod's own volume (see userCacheVolume).
-		return corev1.Volume{Name: m.Cache.Volume}, "", true
 	case annotations.CachePVC:
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.Cache.Claim}
-		return v, cacheSubPath(m.URI), true
+		return v, cacheSubPath(m.URI)
 	case annotations.CacheMemory:
 		v.EmptyDir = &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: copyQuantity(m.Size)}
 	default:
 		v.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: copyQuantity(m.Size)}
 	}
-	return v, "", true
+	return v, ""
 }
 
 // cacheSubPath gives each model its own directory in a shared cache claim.

@@ -47,7 +47,7 @@ const (
 // nothing, and neither does a word that starts with '-' or holds a shell
 // operator.
 func ModelReferences(command, args []string, env []corev1.EnvVar) []ModelReference {
-	vars := plainVars(env)
+	vars := plainEnv(env)
 	words := splitWords(command, args, vars)
 
 	var out []ModelReference

@@ -73,7 +73,7 @@ type cacheTarget struct{ dir, how string }
 // command line name, and the engine's default one.
 func cacheTargets(c *corev1.Container, engine annotations.EngineName) []cacheTarget {
 	var out []cacheTarget
-	vars := plainVars(c.Env)
+	vars := plainEnv(c.Env)
 	for _, name := range cacheVariables {
 		if v, ok := vars.get(name); ok {
 			if s, ok := expand(v, vars); ok && path.IsAbs(s) {

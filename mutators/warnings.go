@@ -124,8 +124,7 @@ func memoryLimitWarning(c *corev1.Container, m *annotations.ModelSettings, o *Op
 	if m.Size == nil || o == nil {
 		return ""
 	}
-	v, _, _ := modelVolume(m, o.Loader)
-	if v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory {
+	if m.Cache.Medium != annotations.CacheMemory || !needsLoader(m, o.Loader) {
 		return ""
 	}
 	limit, ok := c.Resources.Limits[corev1.ResourceMemory]
@@ -146,10 +145,7 @@ func profileGPUWarning(c *corev1.Container, in *Input) string {
 		return ""
 	}
 	name := in.Options.GPU.ResourceName
-	declared, ok := c.Resources.Limits[name]
-	if !ok {
-		declared, ok = c.Resources.Requests[name]
-	}
+	declared, ok := declaredGPUs(c, in, name)
 	if !ok || declared.CmpInt64(g.Count) == 0 {
 		return ""
 	}
@@ -178,7 +174,7 @@ func hubCacheWarning(t *Target, c *corev1.Container, m *annotations.ModelSetting
 	if i < 0 || c.Env[i].ValueFrom != nil {
 		return ""
 	}
-	vars := plainVars(c.Env)
+	vars := plainEnv(c.Env)
 	got, ok := expand(c.Env[i].Value, vars)
 	if !ok || path.Clean(got) == want {
 		return ""

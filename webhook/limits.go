@@ -54,13 +54,6 @@ func DefaultLimits() Limits {
 	}
 }
 
-// limited is a handler behind Limits.
-type limited struct {
-	l    Limits
-	sem  *semaphore.Weighted
-	next http.Handler
-}
-
 // Limiter is one budget of in-flight bytes shared by the handlers it wraps.
 type Limiter struct {
 	l   Limits
@@ -74,7 +67,13 @@ func NewLimiter(l Limits) *Limiter {
 
 // Wrap puts h behind the limiter's budget.
 func (lm *Limiter) Wrap(h http.Handler) http.Handler {
-	return &limited{l: lm.l, sem: lm.sem, next: h}
+	return &limited{Limiter: lm, next: h}
+}
+
+// limited is a handler behind a Limiter.
+type limited struct {
+	*Limiter
+	next http.Handler
 }
 
 var errTooBusy = errors.New("too many reviews in flight")

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/modelgate/modelgate/validators"
 )
 
 // Outcomes of a mutating review, the values of the outcome metric label.
@@ -84,10 +86,13 @@ const labelOther = "other"
 // webhook port is reachable by more than the API server: a label value
 // outside a known set would let any caller grow the metrics (and the
 // process's memory) without bound, one series per made-up value.
-var metricKinds = map[string]bool{
-	"Pod": true, "Deployment": true, "StatefulSet": true, "Job": true, "CronJob": true,
-	"AIInference": true, "WorkloadPolicy": true,
-}
+var metricKinds = func() map[string]bool {
+	kinds := map[string]bool{validators.AIInferenceKind: true, workloadPolicyKind.Kind: true}
+	for gvk := range decoders {
+		kinds[gvk.Kind] = true
+	}
+	return kinds
+}()
 
 // kindLabel is kind when modelgate's webhooks handle it, else "other".
 func kindLabel(kind string) string {

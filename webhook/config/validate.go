@@ -41,7 +41,7 @@ func (c *Configuration) Validate() field.ErrorList {
 			errs = append(errs, field.Invalid(in.Child("excludedNamespaces").Index(i), ns, msgs[0]))
 		}
 	}
-	if d := c.Injection.NamespaceCacheWait.Duration; d < 0 || d > 3*time.Second {
+	if d := c.Injection.NamespaceCacheWait.Duration; !validCacheWait(d) {
 		errs = append(errs, field.Invalid(in.Child("namespaceCacheWait"), d.String(),
 			"must be between 0s and 3s, inside the 5s webhook timeout"))
 	}
@@ -53,7 +53,7 @@ func (c *Configuration) Validate() field.ErrorList {
 		}
 	}
 	errs = append(errs, validateInjection(&c.Injection, in)...)
-	if d := c.Policy.EvaluationTimeout.Duration; d <= 0 || d > 4*time.Second {
+	if d := c.Policy.EvaluationTimeout.Duration; !validEvaluationTimeout(d) {
 		errs = append(errs, field.Invalid(field.NewPath("policy", "evaluationTimeout"), d.String(),
 			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
 	}
@@ -73,12 +73,19 @@ const WebhookTimeout = 5 * time.Second
 // for a busy replica.
 const reviewOverhead = 500 * time.Millisecond
 
+// validCacheWait is the range of injection.namespaceCacheWait on its own.
+func validCacheWait(d time.Duration) bool { return d >= 0 && d <= 3*time.Second }
+
+// validEvaluationTimeout is the range of policy.evaluationTimeout on its
+// own.
+func validEvaluationTimeout(d time.Duration) bool { return d > 0 && d <= 4*time.Second }
+
 // validateBudget checks that the longest review fits the webhook timeout:
 // a validating review may wait for the namespace cache and then evaluate
 // the policies, one after the other.
 func validateBudget(c *Configuration) field.ErrorList {
 	wait, eval := c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration
-	if wait < 0 || wait > 3*time.Second || eval <= 0 || eval > 4*time.Second || wait+eval+reviewOverhead <= WebhookTimeout {
+	if !validCacheWait(wait) || !validEvaluationTimeout(eval) || wait+eval+reviewOverhead <= WebhookTimeout {
 		return nil // each out of its own range is reported on its own
 	}
 	return field.ErrorList{field.Invalid(field.NewPath("policy", "evaluationTimeout"), eval.String(), fmt.Sprintf(
