@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/modelgate/modelgate/api/annotations"
 )
 
@@ -47,7 +45,7 @@ func (c Chain) Run(t *Target, in *Input) ([]string, error) {
 }
 
 // Apply runs every mutator in order, then writes the Injected record to the
-// object and its templates. The record lists the mutators that changed
+// object and its templates and seals their reserved metadata. The record lists the mutators that changed
 // something in this pass or in an earlier one (as the object's previous
 // record says), so a second pass over an injected object, or a Pod stamped
 // from an injected template, writes the same record and changes nothing.
@@ -57,7 +55,7 @@ func (c Chain) Run(t *Target, in *Input) ([]string, error) {
 //
 // On error the target may be partly changed; callers must discard it.
 func (c Chain) Apply(t *Target, in *Input) (Result, error) {
-	prev := PreviousRecord(t, in.Old)
+	prev := PreviousRecord(t, in)
 	in.Previous = prev
 	// The record lists what this pass owns: parts an earlier pass over the
 	// same Target owned and this one removed are no longer modelgate's.
@@ -73,17 +71,28 @@ func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 			applied = append(applied, m.Name())
 		}
 	}
-	if len(applied) == 0 {
-		return res, nil
+	if len(applied) > 0 {
+		owns := slices.Clone(t.owns)
+		slices.Sort(owns)
+		res.Record = Record{Mutators: applied, Settings: in.Settings.Hash(), Owns: owns}
 	}
-	owns := slices.Clone(t.owns)
-	slices.Sort(owns)
-	res.Record = Record{Mutators: applied, Settings: in.Settings.Hash(), Owns: owns}
-	value := res.Record.String()
+	// Always written, so that a record modelgate did not make (a forged
+	// one, which PreviousRecord ignored) never stays to be sealed.
+	SetRecord(t, res.Record)
+	SealMetadata(t, in)
+	return res, nil
+}
+
+// SetRecord writes r as the Injected record of the object and its
+// templates, or removes the record when r is the zero Record.
+func SetRecord(t *Target, r Record) {
+	value := ""
+	if len(r.Mutators) > 0 {
+		value = r.String()
+	}
 	for _, meta := range t.Metas() {
 		setAnnotation(meta, annotations.Injected, value)
 	}
-	return res, nil
 }
 
 // Revert undoes an earlier injection of an object that no longer opts in:
@@ -95,7 +104,7 @@ func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 //
 // On error the target may be partly changed; callers must discard it.
 func (c Chain) Revert(t *Target, in *Input) ([]string, error) {
-	in.Previous = PreviousRecord(t, in.Old)
+	in.Previous = PreviousRecord(t, in)
 	in.Settings = annotations.Settings{}
 	in.Container = NoContainer
 	t.owns = nil
@@ -106,36 +115,39 @@ func (c Chain) Revert(t *Target, in *Input) ([]string, error) {
 	if len(t.owns) > 0 {
 		return nil, fmt.Errorf("%w: %v", errStillOwned, t.owns)
 	}
-	for _, meta := range t.Metas() {
-		setAnnotation(meta, annotations.Injected, "")
-	}
+	SetRecord(t, Record{})
+	SealMetadata(t, in)
 	return changed, nil
 }
 
 var errStillOwned = errors.New("reverting left parts owned")
 
-// PreviousRecord is the Injected record the target carries, or, when it
-// carries none, the one on old (the previous object's metadata on UPDATE,
-// nil on CREATE): an update that drops the record, a kubectl replace of a
-// manifest without it say, must not make modelgate take its own parts for
-// the user's.
-func PreviousRecord(t *Target, old *metav1.ObjectMeta) Record {
-	if r, ok := ParseRecord(t.Object.Annotations[annotations.Injected]); ok {
-		return r
-	}
-	if old != nil {
-		if r, ok := ParseRecord(old.Annotations[annotations.Injected]); ok {
-			return r
-		}
-	}
-	return Record{}
+// PreviousRecord is the Injected record modelgate can prove it wrote: the
+// target's own when its seal verifies (a reinvocation, a Pod a controller
+// stamped from a sealed template), else the old object's on UPDATE (it is
+// what the API server stored, and modelgate admitted it). An update that
+// drops the record, a kubectl replace of a manifest without it say, must
+// not make modelgate take its own parts for the user's; a record a user
+// wrote by hand must not make modelgate take the user's parts for its own.
+func PreviousRecord(t *Target, in *Input) Record {
+	r, _ := previousRecord(t, in)
+	return r
 }
 
-// HasRecord reports whether the target or old carries an Injected record.
-func HasRecord(t *Target, old *metav1.ObjectMeta) bool {
-	_, ok := ParseRecord(t.Object.Annotations[annotations.Injected])
-	if !ok && old != nil {
-		_, ok = ParseRecord(old.Annotations[annotations.Injected])
-	}
+// HasRecord reports whether PreviousRecord finds a record.
+func HasRecord(t *Target, in *Input) bool {
+	_, ok := previousRecord(t, in)
 	return ok
+}
+
+func previousRecord(t *Target, in *Input) (Record, bool) {
+	if r, ok := ParseRecord(t.Object.Annotations[annotations.Injected]); ok && in.sealed(t.Object) {
+		return r, true
+	}
+	if in.Old != nil {
+		if r, ok := ParseRecord(in.Old.Annotations[annotations.Injected]); ok {
+			return r, true
+		}
+	}
+	return Record{}, false
 }

@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
@@ -12,6 +13,10 @@ type Options struct {
 	Loader LoaderOptions
 	GPU    GPUOptions
 	Probes ProbeOptions
+	// Seal signs the reserved metadata modelgate writes and verifies what
+	// an object carries; with a nil Seal nothing an object carries is
+	// trusted (see internal/seal).
+	Seal *seal.Key
 }
 
 // LoaderOptions configure the model-loader init container.

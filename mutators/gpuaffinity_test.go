@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"errors"
+	"github.com/modelgate/modelgate/internal/seal"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +86,7 @@ func testOptions() *Options {
 		},
 		GPU:    DefaultGPUOptions(),
 		Probes: ProbeOptions{Presets: DefaultProbePresets(), PeriodSeconds: DefaultProbePeriodSeconds},
+		Seal:   seal.Ephemeral(),
 	}
 }
 

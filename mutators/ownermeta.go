@@ -19,8 +19,8 @@ const OwnerMetadataName = "owner-metadata"
 //
 // The owner is whoever acted first: an UPDATE keeps the previous object's
 // owner whoever sends it, and a trusted controller creating an object from a
-// template keeps the owner the template carries. Anyone else's hand-set
-// owner or team is replaced.
+// template keeps the owner the template carries when modelgate sealed it
+// (see SealMetadata). Anyone else's hand-set owner or team is replaced.
 type OwnerMetadata struct{}
 
 var _ Mutator = OwnerMetadata{}
@@ -53,9 +53,12 @@ func resolveOwner(t *Target, in *Input) (owner, full string) {
 	}
 	if in.Requester.Trusted {
 		// A controller stamping out a template: keep what the template
-		// carried, from the object itself or its innermost template.
+		// carried, from the object itself or its innermost template, when
+		// modelgate sealed it. An unsealed owner was made up by whoever
+		// wrote the template (a ReplicaSet modelgate never admitted, say):
+		// such an object has no owner.
 		for _, m := range []*metav1.ObjectMeta{t.Object, t.PodMeta()} {
-			if o := m.Labels[annotations.OwnerLabel]; o != "" {
+			if o := m.Labels[annotations.OwnerLabel]; o != "" && in.sealed(m) {
 				return o, m.Annotations[annotations.OwnerFull]
 			}
 		}

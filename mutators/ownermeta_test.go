@@ -53,6 +53,9 @@ func TestOwnerMetadata(t *testing.T) {
 		// runs; with podOnly, on the pod (template) metadata only.
 		labels, annos map[string]string
 		podOnly       bool
+		// sealed seals what labels and annos set, as modelgate does when
+		// it writes them (SealMetadata).
+		sealed bool
 		// wantLabels and wantAnnos are modelgate's keys every metadata
 		// must end with.
 		wantLabels, wantAnnos map[string]string
@@ -89,13 +92,20 @@ func TestOwnerMetadata(t *testing.T) {
 		},
 		"create by trusted requester keeps the carried owner": {
 			op: Create, requester: trusted, nsLabels: teamNS,
-			labels: aliceOwned, annos: aliceFull,
+			labels: aliceOwned, annos: aliceFull, sealed: true,
 			wantLabels: aliceOwned, wantAnnos: aliceFull, wantChanged: false,
 		},
 		"create by trusted requester keeps the owner carried by the pod template": {
 			op: Create, requester: trusted, nsLabels: teamNS,
-			labels: map[string]string{owner: aliceLabel}, annos: aliceFull, podOnly: true,
+			labels: map[string]string{owner: aliceLabel}, annos: aliceFull, podOnly: true, sealed: true,
 			wantLabels: aliceOwned, wantAnnos: aliceFull, wantChanged: true,
+		},
+		// A template modelgate never admitted (a ReplicaSet a user wrote)
+		// passes no owner on through the controller that copies it.
+		"create by trusted requester drops an unsealed carried owner": {
+			op: Create, requester: trusted, nsLabels: teamNS,
+			labels: map[string]string{owner: "ceo", team: "finance"}, annos: map[string]string{fullName: "ceo@example.com"},
+			wantLabels: map[string]string{team: "ml-platform"}, wantChanged: true,
 		},
 		"create by trusted requester sets no owner when none is carried": {
 			op: Create, requester: trusted, nsLabels: teamNS,
@@ -139,9 +149,12 @@ func TestOwnerMetadata(t *testing.T) {
 				} else {
 					setOnEvery(tg, tc.labels, tc.annos)
 				}
-				before := metas(tg)
 				in := &Input{Operation: tc.op, Namespace: "team-a", NamespaceLabels: tc.nsLabels,
-					Requester: tc.requester, Old: tc.old}
+					Requester: tc.requester, Old: tc.old, Options: testOptions()}
+				if tc.sealed {
+					SealMetadata(tg, in)
+				}
+				before := metas(tg)
 
 				changed, err := OwnerMetadata{}.Mutate(tg, in)
 				if err != nil {

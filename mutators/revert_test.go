@@ -175,7 +175,7 @@ func TestChainRevert(t *testing.T) {
 			}
 			owner := tg.Object.Labels[annotations.OwnerLabel]
 
-			changed, err := injectionChain.Revert(tg, &Input{Operation: Update, Options: testOptions()})
+			changed, err := injectionChain.Revert(tg, &Input{Operation: Update, Namespace: in.Namespace, Options: testOptions()})
 			if err != nil {
 				t.Fatalf("Revert: %v", err)
 			}
@@ -194,7 +194,7 @@ func TestChainRevert(t *testing.T) {
 				}
 			}
 
-			again, err := injectionChain.Revert(tg, &Input{Operation: Update, Options: testOptions()})
+			again, err := injectionChain.Revert(tg, &Input{Operation: Update, Namespace: in.Namespace, Options: testOptions()})
 			if err != nil || len(again) != 0 {
 				t.Errorf("second Revert changed %v (err %v), want nothing", again, err)
 			}
@@ -212,15 +212,17 @@ func TestPreviousRecordFallsBackToOld(t *testing.T) {
 	old := tg.Object.DeepCopy()
 	delete(tg.Object.Annotations, annotations.Injected)
 
-	if got := PreviousRecord(tg, nil); len(got.Owns) != 0 {
+	opts := testOptions()
+	if got := PreviousRecord(tg, &Input{Options: opts}); len(got.Owns) != 0 {
 		t.Errorf("PreviousRecord without old = %v, want empty", got)
 	}
-	got := PreviousRecord(tg, old)
+	got := PreviousRecord(tg, &Input{Options: opts, Old: old})
 	if diff := cmp.Diff(hfOwned, got.Owns); diff != "" {
 		t.Errorf("PreviousRecord(old).Owns (-want +got):\n%s", diff)
 	}
-	if !HasRecord(tg, old) || HasRecord(tg, nil) {
-		t.Errorf("HasRecord = %v with old, %v without; want true, false", HasRecord(tg, old), HasRecord(tg, nil))
+	withOld, without := HasRecord(tg, &Input{Options: opts, Old: old}), HasRecord(tg, &Input{Options: opts})
+	if !withOld || without {
+		t.Errorf("HasRecord = %v with old, %v without; want true, false", withOld, without)
 	}
 	// Re-applying the same model updates the volume instead of calling it
 	// the user's name clash.

@@ -2,6 +2,7 @@ package validators
 
 import (
 	"context"
+	"github.com/modelgate/modelgate/internal/seal"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,9 @@ type Policies struct {
 	Engine *policies.Engine
 	// GPU names the GPU resource and node labels (from the Configuration).
 	GPU workload.GPUKeys
+	// Seal verifies the reserved metadata the object carries: only what
+	// modelgate sealed reads as the owner, team and injection record.
+	Seal *seal.Key
 }
 
 // Check builds the workload's view, converts it to OPA's value form once,
@@ -59,6 +63,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		UserInfo:         w.UserInfo,
 		NamespaceLabels:  w.NamespaceLabels,
 		GPU:              p.GPU,
+		Sealed:           p.Seal.Verify(w.Namespace, w.Object),
 	})
 	return p.Engine.Evaluate(ctx, policies.Review{
 		Kind:            w.Kind,

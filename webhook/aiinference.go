@@ -62,7 +62,7 @@ var _ admission.Validator[*servingv1.AIInference] = (*AIInferenceValidator)(nil)
 // labels; policies skip the namespaces the Configuration excludes.
 func NewAIInferenceValidator(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, pm *PolicyMetrics) *AIInferenceValidator {
 	return &AIInferenceValidator{
-		Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
+		Policies:    &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection), Seal: recordKey(cfg)},
 		GPUResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
 		Namespaces:  ns,
 		Excluded:    excludedNamespaces(cfg),

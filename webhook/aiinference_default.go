@@ -33,6 +33,8 @@ type AIInferenceDefaulter struct {
 	Ports      map[annotations.EngineName]int32
 	Trusted    *config.TrustedRequesters
 	Namespaces NamespaceLabeler
+	// Options carry the key that seals the owner metadata.
+	Options *mutators.Options
 }
 
 var _ admission.Defaulter[*servingv1.AIInference] = (*AIInferenceDefaulter)(nil)
@@ -40,11 +42,12 @@ var _ admission.Defaulter[*servingv1.AIInference] = (*AIInferenceDefaulter)(nil)
 // NewAIInferenceDefaulter takes the engine ports from the Configuration's
 // probe presets.
 func NewAIInferenceDefaulter(cfg *config.Configuration, ns NamespaceLabeler) *AIInferenceDefaulter {
+	opts := mutatorOptions(cfg)
 	ports := map[annotations.EngineName]int32{}
-	for e, p := range mutatorOptions(&cfg.Injection).Probes.Presets {
+	for e, p := range opts.Probes.Presets {
 		ports[e] = p.Port
 	}
-	return &AIInferenceDefaulter{Ports: ports, Trusted: cfg.Injection.TrustedRequesters, Namespaces: ns}
+	return &AIInferenceDefaulter{Ports: ports, Trusted: cfg.Injection.TrustedRequesters, Namespaces: ns, Options: opts}
 }
 
 // Default implements admission.Defaulter.
@@ -61,6 +64,7 @@ func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInf
 		Operation: mutators.Operation(req.Operation),
 		Namespace: obj.Namespace,
 		Requester: requesterFrom(req.UserInfo, d.Trusted),
+		Options:   d.Options,
 	}
 	if len(req.OldObject.Raw) > 0 {
 		var old struct {
@@ -83,6 +87,10 @@ func (d *AIInferenceDefaulter) Default(ctx context.Context, obj *servingv1.AIInf
 	if _, err := (mutators.OwnerMetadata{}).Mutate(t, in); err != nil {
 		return apierrors.NewInternalError(err)
 	}
+	// modelgate injects nothing into an AIInference itself: a record on
+	// one was written by hand and is not sealed.
+	mutators.SetRecord(t, mutators.Record{})
+	mutators.SealMetadata(t, in)
 	return nil
 }
 

@@ -215,7 +215,7 @@ func BenchmarkTargeted(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, in := f.next()
-				snap := takeSnapshot(d.target, in.Container, mutators.PreviousRecord(d.target, in.Old))
+				snap := takeSnapshot(d.target, in.Container, mutators.PreviousRecord(d.target, in))
 				if _, err := benchChain.Apply(d.target, in); err != nil {
 					b.Fatal(err)
 				}
@@ -272,7 +272,7 @@ func newFreshObjects(b *testing.B, obj *appsv1.Deployment) *freshObjects {
 	if len(errs) > 0 {
 		b.Fatalf("parsing the annotations: %v", errs)
 	}
-	opts := mutatorOptions(&config.New().Injection)
+	opts := mutatorOptions(config.New())
 	idx, ferr := mutators.ResolveContainer(d.target.PodSpec, settings, opts.GPU.ResourceName, field.NewPath("metadata"))
 	if ferr != nil {
 		b.Fatalf("resolving the serving container: %v", ferr)

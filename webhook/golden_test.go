@@ -61,6 +61,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("converting the output to YAML: %v", err)
 			}
 
+			got = []byte(builders.MaskSeals(string(got)))
 			outPath := filepath.Join(goldenDir, name+".out.yaml")
 			if *updateGolden {
 				if err := os.WriteFile(outPath, got, 0o644); err != nil {
@@ -218,6 +219,7 @@ func TestGoldenOptOut(t *testing.T) {
 				delete(m.Annotations, annotations.OwnerFull)
 				delete(m.Labels, annotations.OwnerLabel)
 				delete(m.Labels, annotations.TeamLabel)
+				delete(m.Annotations, annotations.Seal)
 			}
 			// The user's own mounts of modelgate's volume go with it (the
 			// user-loader case): left behind, they would make the object

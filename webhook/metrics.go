@@ -17,6 +17,7 @@ const (
 	outcomeSkipped    = "skipped"     // not opted in, or an excluded namespace
 	outcomeInvalid    = "invalid"     // malformed annotations
 	outcomeForbidden  = "forbidden"   // reserved metadata set or changed by hand
+	outcomeForged     = "forged"      // unsealed reserved metadata taken off a controller's object
 	outcomeBadRequest = "bad_request" // undecodable object
 	outcomeError      = "error"       // modelgate's own fault
 )

@@ -45,6 +45,10 @@ type Mutating struct {
 	// objects a controller stamps from an injected template: only metadata,
 	// never the spec.
 	metadataOnly mutators.Chain
+	// forged strips reserved metadata modelgate did not seal from objects
+	// that did not opt in, which a trusted controller creates from a
+	// template modelgate never admitted.
+	forged mutators.Chain
 	// revert takes out what the chain injected from objects that no
 	// longer opt in; owner metadata stays, as the record of who made them.
 	revert     mutators.Chain
@@ -65,9 +69,10 @@ func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mu
 	return &Mutating{
 		chain:        append(mutators.Chain{owner}, spec...),
 		metadataOnly: mutators.Chain{owner},
+		forged:       mutators.Chain{mutators.ForgedMetadata{}},
 		revert:       spec,
 		parser:       annotations.Parser{Profiles: cfg.Injection.Profiles},
-		options:      mutatorOptions(&cfg.Injection),
+		options:      mutatorOptions(cfg),
 		namespaces:   ns,
 		excluded:     excludedNamespaces(cfg),
 		trusted:      cfg.Injection.TrustedRequesters,
@@ -121,16 +126,21 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 		in.Old = old.target.Object
 	}
 	specFrozen := frozenSpec(req.Kind.Kind, op)
-	stamped := isStamped(req.Kind.Kind, op, requester, obj.target)
+	stamped := isStamped(req.Kind.Kind, op, in, obj.target)
 	if !annotations.Decide(settings.Choice, nsLabels) {
 		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
 			return forbidden(reservedRule, errs), outcomeForbidden
+		}
+		// A trusted controller copying a template modelgate never sealed
+		// (a ReplicaSet a user wrote) passes on no owner and no record.
+		if requester.Trusted && op == mutators.Create && mutators.Unsealed(obj.target, in) {
+			return h.mutate(req, obj, h.forged, modeForged, in)
 		}
 		// An object that opted out after modelgate injected it gets what
 		// modelgate created taken out again. A Pod's spec cannot change
 		// after creation, and an object a controller stamps from a
 		// template follows the template.
-		if !specFrozen && !stamped && mutators.HasRecord(obj.target, in.Old) {
+		if !specFrozen && !stamped && mutators.HasRecord(obj.target, in) {
 			return h.mutate(req, obj, h.revert, modeRevert, in)
 		}
 		return admission.Allowed("not opted in"), outcomeSkipped
@@ -164,18 +174,22 @@ const (
 	modeMetadata
 	// modeRevert takes out what modelgate injected and the record.
 	modeRevert
+	// modeForged takes reserved metadata modelgate did not seal off an
+	// object that did not opt in.
+	modeForged
 )
 
 // isStamped reports whether a CREATE is a controller stamping out an
 // already-injected template (a ReplicaSet's Pod, a CronJob's Job): such
-// objects carry modelgate's record and get only their metadata checked,
-// never a second injection.
-func isStamped(kind string, op mutators.Operation, r mutators.Requester, t *mutators.Target) bool {
-	if op != mutators.Create || !r.Trusted || kind == "CronJob" {
+// objects carry modelgate's sealed record and get only their metadata
+// checked, never a second injection. A record without a valid seal was not
+// written by modelgate and skips nothing.
+func isStamped(kind string, op mutators.Operation, in *mutators.Input, t *mutators.Target) bool {
+	if op != mutators.Create || !in.Requester.Trusted || kind == "CronJob" {
 		return false
 	}
 	_, ok := mutators.ParseRecord(t.PodMeta().Annotations[annotations.Injected])
-	return ok
+	return ok && mutators.Sealed(t.PodMeta(), in)
 }
 
 // frozenSpec reports whether the API server refuses any change to the pod
@@ -203,7 +217,8 @@ func onlyInject(errs field.ErrorList) field.ErrorList {
 // between the object before and after, both marshalled from the same typed
 // value, so fields this build of modelgate does not know are never touched.
 func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, m mode, in *mutators.Input) (admission.Response, string) {
-	snap := takeSnapshot(obj.target, in.Container, mutators.PreviousRecord(obj.target, in.Old))
+	prev := mutators.PreviousRecord(obj.target, in)
+	snap := takeSnapshot(obj.target, in.Container, prev)
 	var (
 		changed []string
 		err     error
@@ -214,10 +229,14 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		res, err = chain.Apply(obj.target, in)
 		changed = res.Changed
 	case modeMetadata:
-		// The metadata-only chain leaves the record the object carries.
+		// The metadata-only chain keeps the record modelgate wrote
+		// earlier, and only that one: a record edited by hand goes back.
 		changed, err = chain.Run(obj.target, in)
+		mutators.SetRecord(obj.target, prev)
 	case modeRevert:
 		changed, err = chain.Revert(obj.target, in)
+	case modeForged:
+		changed, err = chain.Run(obj.target, in)
 	}
 	if err != nil {
 		if ie, ok := errors.AsType[*mutators.InvalidError](err); ok {
@@ -225,9 +244,11 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		}
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
+	// Last: every reserved value is now one modelgate chose.
+	mutators.SealMetadata(obj.target, in)
 	ops := buildPatch(snap, obj.target, obj.paths)
 	if len(ops) == 0 {
-		if m == modeRevert {
+		if m == modeRevert || m == modeForged {
 			return admission.Allowed("not opted in"), outcomeSkipped
 		}
 		return withWarnings(admission.Allowed("already injected"), m, obj, in), outcomeUnchanged
@@ -237,8 +258,11 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
 	h.metrics.changed(req.Kind.Kind, changed)
-	if m == modeRevert {
+	switch m {
+	case modeRevert:
 		return patchResponse(patch, "reverted"), outcomeReverted
+	case modeForged:
+		return patchResponse(patch, "reserved metadata modelgate did not seal removed"), outcomeForged
 	}
 	return withWarnings(patchResponse(patch, "injected"), m, obj, in), outcomeInjected
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"github.com/modelgate/modelgate/internal/seal"
 	"maps"
 	"net/http"
 	"slices"
@@ -152,11 +153,13 @@ func TestHandle(t *testing.T) {
 			want: want{code: http.StatusForbidden, msgPrefix: "[reserved-metadata] ",
 				contains: []string{"\n[reserved-metadata] spec.template.metadata.annotations[modelgate.io/owner-full]"}},
 		},
+		// A template modelgate never sealed (a ReplicaSet a user wrote)
+		// passes no owner on: the controller's copy loses it.
 		"forged owner by a trusted controller": {
 			req: func(t testing.TB) admission.Request {
 				return create(t, object("Deployment", nsPlain, builders.Options{Labels: forged}), rsCtrl, "system:serviceaccounts")
 			},
-			want: want{allowed: true},
+			want: want{allowed: true, patched: true},
 		},
 		"update that changes the owner": {
 			req: func(t testing.TB) admission.Request {
@@ -274,7 +277,8 @@ func TestHandleInjects(t *testing.T) {
 				wantLabels := merged(before[i].Labels, map[string]string{
 					annotations.OwnerLabel: aliceLabel, annotations.TeamLabel: teamName})
 				wantAnnos := merged(before[i].Annotations, map[string]string{
-					annotations.OwnerFull: alice, annotations.Injected: record})
+					annotations.OwnerFull: alice, annotations.Injected: record,
+					annotations.Seal: seal.Ephemeral().Sign(nsPlain, after[i])})
 				if diff := cmp.Diff(wantLabels, after[i].Labels); diff != "" {
 					t.Errorf("%s labels (-want +got):\n%s", metaPrefixes[kind][i], diff)
 				}

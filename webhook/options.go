@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"github.com/modelgate/modelgate/internal/seal"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,10 +12,21 @@ import (
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
+// recordKey is the key sealing modelgate's reserved metadata: the
+// Configuration's, or the process's own where none was loaded.
+func recordKey(cfg *config.Configuration) *seal.Key {
+	if cfg.RecordKey != nil {
+		return cfg.RecordKey
+	}
+	return seal.Ephemeral()
+}
+
 // mutatorOptions turns the Configuration's injection settings into the
 // mutators' options, once, when the handler is built.
-func mutatorOptions(in *config.Injection) *mutators.Options {
+func mutatorOptions(cfg *config.Configuration) *mutators.Options {
+	in := &cfg.Injection
 	o := &mutators.Options{
+		Seal: recordKey(cfg),
 		Loader: mutators.LoaderOptions{
 			Image:           in.Loader.Image,
 			Command:         append([]string(nil), in.Loader.Command...),

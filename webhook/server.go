@@ -23,6 +23,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -84,6 +85,18 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		if err := addRotator(mgr, rotator); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.RecordKey == nil {
+		direct, err := client.New(rc, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, fmt.Errorf("creating a client for the record key: %w", err)
+		}
+		// A copy: the caller's Configuration stays as it was loaded.
+		withKey := *cfg
+		if withKey.RecordKey, err = loadRecordKey(direct, cfg.Namespace); err != nil {
+			return nil, err
+		}
+		cfg = &withKey
 	}
 	if err := Register(mgr, cfg); err != nil {
 		return nil, err

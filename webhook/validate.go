@@ -53,7 +53,7 @@ var _ admission.Handler = (*Validating)(nil)
 // engine holding the policies in force.
 func NewValidating(cfg *config.Configuration, engine *policies.Engine, ns NamespaceLabeler, m *PolicyMetrics) *Validating {
 	return &Validating{
-		checker:     &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection)},
+		checker:     &validators.Policies{Engine: engine, GPU: gpuKeys(&cfg.Injection), Seal: recordKey(cfg)},
 		parser:      annotations.Parser{Profiles: cfg.Injection.Profiles},
 		gpuResource: corev1.ResourceName(cfg.Injection.GPU.ResourceName),
 		namespaces:  ns,

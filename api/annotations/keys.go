@@ -87,9 +87,16 @@ var SettingKeys = []string{
 const (
 	// Injected records what modelgate did to an object: the names of the
 	// mutators that applied and a hash of the settings they used, as JSON.
-	// It is informational: modelgate never skips work because of it, so
-	// forging it changes nothing.
+	// modelgate trusts a record only where it can prove it wrote it: on the
+	// old object of an UPDATE, or under a valid Seal.
 	Injected = Prefix + "injected"
+
+	// Seal is modelgate's signature (an HMAC under a key only its replicas
+	// hold) over the namespace and the reserved metadata of the object or
+	// template it sits on: the owner and team labels, OwnerFull and
+	// Injected. A controller creating objects from a sealed template passes
+	// the owner and the record on; anything unsealed is not trusted.
+	Seal = Prefix + "seal"
 
 	// OwnerLabel is the label holding the human (or service account) that
 	// created the workload, as a valid label value.
@@ -126,4 +133,4 @@ const InjectionEnabled = "enabled"
 var ReservedLabels = []string{OwnerLabel, TeamLabel}
 
 // ReservedAnnotations are the annotations only modelgate may set on workloads.
-var ReservedAnnotations = []string{OwnerFull}
+var ReservedAnnotations = []string{OwnerFull, Injected, Seal}

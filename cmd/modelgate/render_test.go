@@ -39,6 +39,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (stdout, stderr string, 
 // -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
+	got = builders.MaskSeals(got)
 	path := filepath.Join(goldenDir, name)
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -160,7 +161,8 @@ func TestRenderMatchesWebhookGolden(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 			}
-			got, want := typed(t, []byte(stdout)), typed(t, []byte(readFile(t, strings.TrimSuffix(in, ".in.yaml")+".out.yaml")))
+			got := typed(t, []byte(builders.MaskSeals(stdout)))
+			want := typed(t, []byte(readFile(t, strings.TrimSuffix(in, ".in.yaml")+".out.yaml")))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("render differs from the webhook's golden output (-want +got):\n%s", diff)
 			}

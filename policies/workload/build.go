@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
@@ -26,7 +27,12 @@ func Build(s Source) *View {
 	if spec == nil {
 		spec = &corev1.PodSpec{}
 	}
-	_, injected := obj.Annotations[annotations.Injected]
+	var owner, team string
+	injected := false
+	if s.Sealed {
+		owner, team = obj.Labels[annotations.OwnerLabel], obj.Labels[annotations.TeamLabel]
+		injected = validRecord(obj.Annotations[annotations.Injected])
+	}
 	v := &View{
 		Kind:             s.Kind,
 		APIVersion:       s.APIVersion,
@@ -39,8 +45,8 @@ func Build(s Source) *View {
 		PodAnnotations:   orEmpty(pod.Annotations),
 		UserInfo:         UserInfo{Username: s.UserInfo.Username, Groups: s.UserInfo.Groups, UID: s.UserInfo.UID},
 		NamespaceLabels:  orEmpty(s.NamespaceLabels),
-		Owner:            obj.Labels[annotations.OwnerLabel],
-		Team:             obj.Labels[annotations.TeamLabel],
+		Owner:            owner,
+		Team:             team,
 		Injected:         injected,
 		ServingContainer: s.ServingContainer,
 		HostNetwork:      spec.HostNetwork,
@@ -251,4 +257,13 @@ func model(m *annotations.ModelSettings) *Model {
 		out.Org, _, _ = strings.Cut(u.Path, "/")
 	}
 	return out
+}
+
+// validRecord reports whether s is an injection record: a JSON object
+// naming at least one mutator.
+func validRecord(s string) bool {
+	var r struct {
+		Mutators []string `json:"mutators"`
+	}
+	return json.Unmarshal([]byte(s), &r) == nil && len(r.Mutators) > 0
 }

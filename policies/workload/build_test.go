@@ -19,7 +19,7 @@ import (
 
 // sourceOf is the Source the webhook builds for a builders object.
 func sourceOf(obj any) Source {
-	s := Source{Operation: "CREATE", GPU: nvidia}
+	s := Source{Operation: "CREATE", GPU: nvidia, Sealed: true}
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		s.Kind, s.APIVersion, s.Object, s.PodMeta, s.PodSpec = "Pod", "v1", &o.ObjectMeta, &o.ObjectMeta, &o.Spec
@@ -39,14 +39,14 @@ func sourceOf(obj any) Source {
 func TestBuildKinds(t *testing.T) {
 	opts := builders.Options{Namespace: "team-a", Name: "llama",
 		Labels:              map[string]string{annotations.OwnerLabel: "alice", annotations.TeamLabel: "nlp"},
-		Annotations:         map[string]string{annotations.Injected: "{}"},
+		Annotations:         map[string]string{annotations.Injected: testRecord},
 		TemplateLabels:      map[string]string{"tier": "serving"},
 		TemplateAnnotations: map[string]string{"note": "template"}}
 	server := Container{Name: "server", Image: "registry.example.com/llm/server:1.0",
 		Resources: Resources{Limits: map[string]string{}, Requests: map[string]string{}}, Ports: []int32{}}
 	base := View{Name: "llama", Namespace: "team-a", Operation: "CREATE",
 		Labels:          map[string]string{annotations.OwnerLabel: "alice", annotations.TeamLabel: "nlp"},
-		Annotations:     map[string]string{annotations.Injected: "{}"},
+		Annotations:     map[string]string{annotations.Injected: testRecord},
 		PodLabels:       map[string]string{"app": "llama", "tier": "serving"},
 		PodAnnotations:  map[string]string{"note": "template"},
 		UserInfo:        UserInfo{Groups: []string{}},
@@ -64,7 +64,7 @@ func TestBuildKinds(t *testing.T) {
 				want.APIVersion = "v1"
 				// A Pod's own metadata is its pod metadata.
 				want.Labels = map[string]string{annotations.OwnerLabel: "alice", annotations.TeamLabel: "nlp", "tier": "serving"}
-				want.Annotations = map[string]string{annotations.Injected: "{}", "note": "template"}
+				want.Annotations = map[string]string{annotations.Injected: testRecord, "note": "template"}
 				want.PodLabels, want.PodAnnotations = want.Labels, want.Annotations
 			case "Deployment", "StatefulSet":
 				want.APIVersion = "apps/v1"
@@ -315,5 +315,41 @@ func TestBuildEngine(t *testing.T) {
 		if v.Engine != string(engine) || v.Serving != (engine != "") {
 			t.Errorf("engine %q: view has engine %q, serving %t", engine, v.Engine, v.Serving)
 		}
+	}
+}
+
+// testRecord is an injection record as modelgate writes it.
+const testRecord = `{"mutators":["owner-metadata"],"settings":"0a1b2c3d4e5f"}`
+
+// Owner, team and the injection record reach the view only where modelgate
+// sealed them: a hand-written owner or record reads as absent, and so does
+// a sealed value that is not a record.
+func TestBuildTrustsOnlySealedMetadata(t *testing.T) {
+	meta := &metav1.ObjectMeta{
+		Labels:      map[string]string{annotations.OwnerLabel: "ceo", annotations.TeamLabel: "finance"},
+		Annotations: map[string]string{annotations.Injected: testRecord},
+	}
+	type trusted struct {
+		Owner, Team string
+		Injected    bool
+	}
+	for name, tc := range map[string]struct {
+		sealed bool
+		record string
+		want   trusted
+	}{
+		"unsealed":                  {record: testRecord, want: trusted{}},
+		"unsealed unparsable":       {record: "yes", want: trusted{}},
+		"sealed":                    {sealed: true, record: testRecord, want: trusted{Owner: "ceo", Team: "finance", Injected: true}},
+		"sealed value not a record": {sealed: true, record: "yes", want: trusted{Owner: "ceo", Team: "finance"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := meta.DeepCopy()
+			m.Annotations[annotations.Injected] = tc.record
+			v := Build(Source{Kind: "Pod", Object: m, Sealed: tc.sealed})
+			if diff := cmp.Diff(tc.want, trusted{v.Owner, v.Team, v.Injected}); diff != "" {
+				t.Errorf("trusted fields (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

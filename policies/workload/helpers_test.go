@@ -118,7 +118,7 @@ func vllmDeployment(t testing.TB) Source {
 	}
 	return Source{
 		Kind: "Deployment", APIVersion: "apps/v1", Operation: "CREATE",
-		Object: object,
+		Object: object, Sealed: true,
 		PodMeta: &metav1.ObjectMeta{Labels: map[string]string{"app": "llama"},
 			Annotations: map[string]string{"prometheus.io/scrape": "true"}},
 		PodSpec: &corev1.PodSpec{

@@ -43,6 +43,10 @@ type Source struct {
 	NamespaceLabels map[string]string
 	// GPU names the GPU resource and node labels, from the Configuration.
 	GPU GPUKeys
+	// Sealed reports that modelgate sealed the object's reserved metadata
+	// (internal/seal): only then do its owner, team and injection record
+	// reach the view, so a hand-written one reads as absent.
+	Sealed bool
 }
 
 // GPUKeys are the GPU vendor's names, from the Configuration. NVIDIA's are
@@ -80,10 +84,11 @@ type View struct {
 	// NamespaceLabels are the labels of the object's namespace.
 	NamespaceLabels map[string]string `json:"namespaceLabels"`
 	// Owner and Team are the object's modelgate.io/owner and
-	// modelgate.io/team labels, "" when absent.
+	// modelgate.io/team labels, "" when absent or not sealed by modelgate.
 	Owner string `json:"owner"`
 	Team  string `json:"team"`
-	// Injected reports that the object carries modelgate.io/injected.
+	// Injected reports that the object carries an injection record
+	// modelgate sealed.
 	Injected bool `json:"injected"`
 	// ServingContainer names the container that serves the model, "" when
 	// none.

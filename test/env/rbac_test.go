@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // TestLeastPrivilege holds the installs to the permissions
-// docs/operations.md lists: the cert-manager install can neither touch a
-// Secret nor change a webhook configuration or CRD; the self-managed one
+// docs/operations.md lists: the cert-manager install can neither read a
+// Secret but the record key's (which it may create) nor change a webhook
+// configuration or CRD; the self-managed one
 // adds only create on Secrets in modelgate's namespace and get/update on
 // the objects it names.
 func TestLeastPrivilege(t *testing.T) {
@@ -29,8 +32,11 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	for _, r := range rules(defaultInstall) {
 		for _, res := range r.Resources {
-			if res == "secrets" || ((res == "mutatingwebhookconfigurations" || res == "validatingwebhookconfigurations" ||
-				res == "customresourcedefinitions") && slices.ContainsFunc(r.Verbs, isWrite)) {
+			if res == "secrets" && !recordKeyRule(r) {
+				t.Errorf("%s grants %v on secrets %v: only create, and get on %s", defaultInstall, r.Verbs, r.ResourceNames, webhook.RecordKeySecret)
+			}
+			if (res == "mutatingwebhookconfigurations" || res == "validatingwebhookconfigurations" ||
+				res == "customresourcedefinitions") && slices.ContainsFunc(r.Verbs, isWrite) {
 				t.Errorf("%s grants %v on %s", defaultInstall, r.Verbs, res)
 			}
 			if slices.Contains(r.Verbs, "*") || res == "*" {
@@ -53,6 +59,15 @@ func TestLeastPrivilege(t *testing.T) {
 	if extra == 0 {
 		t.Errorf("%s/rbac grants nothing: self mode could not keep its Secret", selfManagedInstall)
 	}
+}
+
+// recordKeyRule reports whether r is one of the two rules the record key
+// needs: create on Secrets, or get on the record key Secret alone.
+func recordKeyRule(r rbacv1.PolicyRule) bool {
+	secrets := slices.Equal(r.Resources, []string{"secrets"})
+	create := slices.Equal(r.Verbs, []string{"create"}) && len(r.ResourceNames) == 0
+	get := slices.Equal(r.Verbs, []string{"get"}) && slices.Equal(r.ResourceNames, []string{webhook.RecordKeySecret})
+	return secrets && (create || get)
 }
 
 func isWrite(verb string) bool {

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -48,6 +49,13 @@ type Configuration struct {
 	// ShutdownGracePeriod is how long in-flight reviews may take to finish
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
+
+	// RecordKey seals the reserved metadata modelgate writes (owner, team,
+	// the injection record; see internal/seal). It is not part of the file:
+	// the server loads the key its replicas share when it starts
+	// (webhook.NewManager), and where it is nil (modelgate render, modelgate
+	// test, unit tests) the handlers use the process's own key.
+	RecordKey *seal.Key `json:"-"`
 }
 
 // WebhookServer configures the HTTPS server the API server calls.

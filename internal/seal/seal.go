@@ -1,0 +1,148 @@
+// Package seal signs the metadata modelgate vouches for, so that a later
+// review can tell modelgate's own owner labels and injection record from
+// ones a user wrote by hand.
+//
+// modelgate writes the owner label, the team label, the owner-full
+// annotation and the modelgate.io/injected record on the objects and pod
+// templates it admits, and controllers copy templates into the objects they
+// create. When such an object reaches modelgate, the reserved metadata it
+// carries is trusted only if its modelgate.io/seal annotation is an HMAC,
+// under a key only modelgate's replicas hold, of those values and the
+// namespace. Anyone can copy a sealed template inside a namespace (the seal
+// carries no object name, since one template stamps many objects), but no
+// one without the key can make up an owner or a record.
+package seal
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// KeySize is the size of a generated key, and the least a key may have.
+const KeySize = 32
+
+// version prefixes every seal, so that a later format can be told apart.
+const version = "v1."
+
+// macSize is how much of the HMAC-SHA256 a seal keeps: 128 bits.
+const macSize = 16
+
+// ErrShortKey is returned for a key shorter than KeySize.
+var ErrShortKey = errors.New("seal key is too short")
+
+// Key signs and verifies seals. The zero Key and a nil *Key sign nothing
+// and verify nothing.
+type Key struct {
+	secret []byte
+	pool   *sync.Pool
+}
+
+// New returns a Key for secret, which must hold at least KeySize bytes.
+func New(secret []byte) (*Key, error) {
+	if len(secret) < KeySize {
+		return nil, fmt.Errorf("%w: %d bytes, need at least %d", ErrShortKey, len(secret), KeySize)
+	}
+	s := append([]byte(nil), secret...)
+	return &Key{secret: s, pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, s) }}}, nil
+}
+
+// Generate returns KeySize random bytes for a new key.
+func Generate() []byte {
+	b := make([]byte, KeySize)
+	// crypto/rand.Read never fails (it panics where no randomness exists).
+	_, _ = rand.Read(b)
+	return b
+}
+
+// Ephemeral is a key made once per process. Offline tools (modelgate render
+// and modelgate test) and tests use it: what one process seals only that
+// process trusts. The server never uses it; it loads the key its replicas
+// share.
+var Ephemeral = sync.OnceValue(func() *Key {
+	k, _ := New(Generate())
+	return k
+})
+
+// Sealed lists the metadata a seal covers: the reserved keys modelgate
+// writes.
+var (
+	sealedLabels      = []string{annotations.OwnerLabel, annotations.TeamLabel}
+	sealedAnnotations = []string{annotations.OwnerFull, annotations.Injected}
+)
+
+// Carries reports whether m holds any metadata a seal covers.
+func Carries(m *metav1.ObjectMeta) bool {
+	if m == nil {
+		return false
+	}
+	for _, k := range sealedLabels {
+		if _, ok := m.Labels[k]; ok {
+			return true
+		}
+	}
+	for _, k := range sealedAnnotations {
+		if _, ok := m.Annotations[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Sign returns the seal of m's reserved metadata in namespace, "" for a nil
+// Key.
+func (k *Key) Sign(namespace string, m *metav1.ObjectMeta) string {
+	if k == nil || k.pool == nil || m == nil {
+		return ""
+	}
+	return version + base64.RawURLEncoding.EncodeToString(k.mac(namespace, m))
+}
+
+// Verify reports whether m carries a seal, made with k, of its reserved
+// metadata in namespace. It is false for a nil Key.
+func (k *Key) Verify(namespace string, m *metav1.ObjectMeta) bool {
+	if k == nil || k.pool == nil || m == nil {
+		return false
+	}
+	s := m.Annotations[annotations.Seal]
+	if len(s) <= len(version) || s[:len(version)] != version {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(s[len(version):])
+	if err != nil || len(got) != macSize {
+		return false
+	}
+	return hmac.Equal(got, k.mac(namespace, m))
+}
+
+// mac is the truncated HMAC of the namespace and the sealed values, each
+// length-prefixed so no two different inputs share an encoding.
+func (k *Key) mac(namespace string, m *metav1.ObjectMeta) []byte {
+	h := k.pool.Get().(hash.Hash)
+	defer k.pool.Put(h)
+	h.Reset()
+	var n [binary.MaxVarintLen64]byte
+	write := func(s string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	write("modelgate.io/seal " + version)
+	write(namespace)
+	for _, key := range sealedLabels {
+		write(m.Labels[key])
+	}
+	for _, key := range sealedAnnotations {
+		write(m.Annotations[key])
+	}
+	return h.Sum(nil)[:macSize]
+}
