@@ -26,9 +26,9 @@ import (
 // sent (docs/policies.md, "Which workloads are checked").
 
 // +kubebuilder:webhookconfiguration:mutating=false,name=modelgate-validating
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=workload.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=scope.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=workload.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=scope.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
 
 // ValidatePath is where the workload validating webhook is served.
 const ValidatePath = "/validate"

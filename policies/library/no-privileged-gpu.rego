@@ -4,15 +4,19 @@
 # A privileged container sees every device on the node, so it could use or
 # snoop on GPUs assigned to other pods; host namespaces let a pod watch or
 # disturb other workloads on an expensive shared node. A GPU container is one
-# whose gpus (the limit of the GPU resource, else its request) is above zero;
-# app and init containers are both checked.
+# whose gpus (the limit of the GPU resource, else its request, plus NVIDIA MIG
+# instances) is above zero, or that uses a resource claim (dynamic resource
+# allocation: modelgate cannot see a claim's device class, so a claim counts
+# as a GPU); app and init containers are both checked. A privileged ephemeral
+# container (kubectl debug --profile=sysadmin) added to a pod with GPUs is
+# denied too: it sees the pod's GPUs and every other device on the node.
 #
 # Parameters: none.
 #
 # Not covered: privileged containers without GPUs (they can still see the
 # node's GPUs; use the Pod Security Admission "baseline" level for the whole
-# pod), added capabilities such as SYS_ADMIN, allowPrivilegeEscalation,
-# hostPath volumes, and ephemeral containers.
+# pod), added capabilities such as SYS_ADMIN, allowPrivilegeEscalation and
+# hostPath volumes.
 package modelgate.library.no_privileged_gpu
 
 # In each rule the rare condition (privileged, a host namespace) comes first,
@@ -23,16 +27,35 @@ package modelgate.library.no_privileged_gpu
 deny contains msg if {
 	some c in input.workload.containers
 	c.privileged == true
-	c.gpus > 0
-	msg := sprintf("container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
+	has_gpus(c)
+	msg := sprintf("container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, holds(c)])
 }
 
 deny contains msg if {
 	some c in input.workload.initContainers
 	c.privileged == true
-	c.gpus > 0
-	msg := sprintf("init container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, gpus(c.gpus)])
+	has_gpus(c)
+	msg := sprintf("init container %q has %s and sets securityContext.privileged: true; containers with GPUs must not be privileged", [c.name, holds(c)])
 }
+
+deny contains msg if {
+	some c in input.workload.ephemeralContainers
+	c.privileged == true
+	count(gpu_containers) > 0
+	msg := sprintf("ephemeral container %q sets securityContext.privileged: true in %s, which has GPUs (%s); debug containers in pods with GPUs must not be privileged", [
+		c.name, pods, concat(", ", gpu_containers),
+	])
+}
+
+# has_gpus holds for a container with GPUs: a count, or a resource claim.
+has_gpus(c) if c.gpus > 0
+
+has_gpus(c) if count(c.claims) > 0
+
+# holds says what GPUs a container has, in its own words.
+holds(c) := gpus(c.gpus) if {
+	c.gpus > 0
+} else := sprintf("resource claims %s", [concat(", ", [sprintf("%q", [n]) | some n in c.claims])])
 
 deny contains host_namespace("hostNetwork", "network namespace") if {
 	input.workload.hostNetwork == true
@@ -64,8 +87,8 @@ pods := "pod" if {
 
 # gpu_containers are the containers with GPUs, as messages name them.
 gpu_containers := array.concat(
-	[sprintf("container %q", [c.name]) | some c in input.workload.containers; c.gpus > 0],
-	[sprintf("init container %q", [c.name]) | some c in input.workload.initContainers; c.gpus > 0],
+	[sprintf("container %q", [c.name]) | some c in input.workload.containers; has_gpus(c)],
+	[sprintf("init container %q", [c.name]) | some c in input.workload.initContainers; has_gpus(c)],
 )
 
 gpus(n) := "1 GPU" if {

@@ -90,3 +90,34 @@ test_denies_every_violation_at_once if {
 		`pod sets hostIPC: true and has GPUs (container "vllm"); pods with GPUs must not share the host's IPC namespace`,
 	} with input as update(review([privileged(container("vllm", 1))], [], {"hostNetwork": true, "hostPID": true, "hostIPC": true}))
 }
+
+claimed(c, names) := object.union(c, {"gpus": 0, "resources": {"limits": {}, "requests": {}}, "claims": names})
+
+debugger(priv) := {
+	"name": "debugger", "image": "busybox", "gpus": 0, "claims": [],
+	"resources": {"limits": {}, "requests": {}},
+	"securityContext": {"privileged": priv}, "privileged": priv, "ports": [],
+	"readinessProbe": false, "startupProbe": false, "livenessProbe": false,
+}
+
+with_debugger(r, priv) := object.union(r, {"workload": {"ephemeralContainers": [debugger(priv)], "operation": "UPDATE"}})
+
+test_denies_a_privileged_container_with_a_resource_claim if {
+	policy.deny == {`container "vllm" has resource claims "gpu" and sets securityContext.privileged: true; containers with GPUs must not be privileged`} with input as review([privileged(claimed(container("vllm", 0), ["gpu"]))], [], {})
+}
+
+test_denies_host_namespaces_with_a_resource_claim if {
+	policy.deny == {`pod sets hostNetwork: true and has GPUs (container "vllm"); pods with GPUs must not share the host's network namespace`} with input as review([claimed(container("vllm", 0), ["gpu"])], [], {"hostNetwork": true})
+}
+
+test_denies_a_privileged_debug_container_in_a_gpu_pod if {
+	policy.deny == {`ephemeral container "debugger" sets securityContext.privileged: true in pod, which has GPUs (container "vllm"); debug containers in pods with GPUs must not be privileged`} with input as with_debugger(review([container("vllm", 1)], [], {}), true)
+}
+
+test_allows_an_unprivileged_debug_container_in_a_gpu_pod if {
+	count(policy.deny) == 0 with input as with_debugger(review([container("vllm", 1)], [], {}), false)
+}
+
+test_allows_a_privileged_debug_container_in_a_pod_without_gpus if {
+	count(policy.deny) == 0 with input as with_debugger(review([container("web", 0)], [], {}), true)
+}

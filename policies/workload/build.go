@@ -34,29 +34,30 @@ func Build(s Source) *View {
 		injected = validRecord(obj.Annotations[annotations.Injected])
 	}
 	v := &View{
-		Kind:             s.Kind,
-		APIVersion:       s.APIVersion,
-		Name:             obj.Name,
-		Namespace:        obj.Namespace,
-		Operation:        s.Operation,
-		Labels:           orEmpty(obj.Labels),
-		Annotations:      orEmpty(obj.Annotations),
-		PodLabels:        orEmpty(pod.Labels),
-		PodAnnotations:   orEmpty(pod.Annotations),
-		UserInfo:         UserInfo{Username: s.UserInfo.Username, Groups: s.UserInfo.Groups, UID: s.UserInfo.UID},
-		NamespaceLabels:  orEmpty(s.NamespaceLabels),
-		Owner:            owner,
-		Team:             team,
-		Injected:         injected,
-		ServingContainer: s.ServingContainer,
-		HostNetwork:      spec.HostNetwork,
-		HostPID:          spec.HostPID,
-		HostIPC:          spec.HostIPC,
-		Containers:       containers(spec.Containers, s.GPU.ResourceName),
-		InitContainers:   containers(spec.InitContainers, s.GPU.ResourceName),
-		GPU:              gpu(spec, s.Settings.GPU, s.GPU),
-		Model:            model(s.Settings.Model),
-		Engine:           string(s.Settings.Serving.Engine),
+		Kind:                s.Kind,
+		APIVersion:          s.APIVersion,
+		Name:                obj.Name,
+		Namespace:           obj.Namespace,
+		Operation:           s.Operation,
+		Labels:              orEmpty(obj.Labels),
+		Annotations:         orEmpty(obj.Annotations),
+		PodLabels:           orEmpty(pod.Labels),
+		PodAnnotations:      orEmpty(pod.Annotations),
+		UserInfo:            UserInfo{Username: s.UserInfo.Username, Groups: s.UserInfo.Groups, UID: s.UserInfo.UID},
+		NamespaceLabels:     orEmpty(s.NamespaceLabels),
+		Owner:               owner,
+		Team:                team,
+		Injected:            injected,
+		ServingContainer:    s.ServingContainer,
+		HostNetwork:         spec.HostNetwork,
+		HostPID:             spec.HostPID,
+		HostIPC:             spec.HostIPC,
+		Containers:          containers(spec.Containers, s.GPU.ResourceName),
+		InitContainers:      containers(spec.InitContainers, s.GPU.ResourceName),
+		EphemeralContainers: ephemeralContainers(spec.EphemeralContainers),
+		GPU:                 gpu(spec, s.Settings.GPU, s.GPU),
+		Model:               model(s.Settings.Model),
+		Engine:              string(s.Settings.Serving.Engine),
 	}
 	if v.UserInfo.Groups == nil {
 		v.UserInfo.Groups = []string{}
@@ -90,6 +91,7 @@ func containers(cs []corev1.Container, gpuName corev1.ResourceName) []Container 
 			Name:            c.Name,
 			Image:           c.Image,
 			GPUs:            gpus(c, gpuName),
+			Claims:          claimNames(c),
 			Resources:       Resources{Limits: quantities(c.Resources.Limits), Requests: quantities(c.Resources.Requests)},
 			SecurityContext: sc,
 			Privileged:      sc.Privileged != nil && *sc.Privileged,
@@ -114,9 +116,27 @@ func quantities(l corev1.ResourceList) map[string]string {
 // gpus is the container's count of the GPU resource: its limit, else its
 // request (extended resources must have them equal when both are set).
 func gpus(c *corev1.Container, name corev1.ResourceName) int64 {
-	if name == "" {
-		return 0
+	var n int64
+	if name != "" {
+		n = quantity(c, name)
 	}
+	// Each MIG instance (nvidia.com/mig-1g.10gb, ...) is a GPU device the
+	// container holds, whatever the configured resource.
+	for r, q := range c.Resources.Limits {
+		if isMIG(r) && r != name {
+			n += q.Value()
+		}
+	}
+	for r, q := range c.Resources.Requests {
+		if _, limited := c.Resources.Limits[r]; !limited && isMIG(r) && r != name {
+			n += q.Value()
+		}
+	}
+	return n
+}
+
+// quantity is the resource's limit, else its request; 0 when neither.
+func quantity(c *corev1.Container, name corev1.ResourceName) int64 {
 	if q, ok := c.Resources.Limits[name]; ok {
 		return q.Value()
 	}
@@ -124,6 +144,41 @@ func gpus(c *corev1.Container, name corev1.ResourceName) int64 {
 		return q.Value()
 	}
 	return 0
+}
+
+// migPrefix starts NVIDIA's MIG resources under the device plugin's mixed
+// strategy.
+const migPrefix = "nvidia.com/mig-"
+
+func isMIG(r corev1.ResourceName) bool { return strings.HasPrefix(string(r), migPrefix) }
+
+// claimNames are the names of the resource claims (dynamic resource
+// allocation) a container uses.
+func claimNames(c *corev1.Container) []string {
+	out := make([]string, len(c.Resources.Claims))
+	for i, rc := range c.Resources.Claims {
+		out[i] = rc.Name
+	}
+	return out
+}
+
+// podClaims are the names of the pod's resource claims.
+func podClaims(spec *corev1.PodSpec) []string {
+	out := make([]string, len(spec.ResourceClaims))
+	for i, rc := range spec.ResourceClaims {
+		out[i] = rc.Name
+	}
+	return out
+}
+
+// ephemeralContainers are the pod's ephemeral containers (kubectl debug) in
+// the view's container form: they hold no resources of their own.
+func ephemeralContainers(es []corev1.EphemeralContainer) []Container {
+	cs := make([]corev1.Container, len(es))
+	for i := range es {
+		cs[i] = corev1.Container(es[i].EphemeralContainerCommon)
+	}
+	return containers(cs, "")
 }
 
 // podGPUs is the pod's effective GPU request, by the rule Kubernetes
@@ -148,7 +203,7 @@ func podGPUs(v *View, spec *corev1.PodSpec) int64 {
 }
 
 func gpu(spec *corev1.PodSpec, set annotations.GPUSettings, keys GPUKeys) GPU {
-	g := GPU{Resource: string(keys.ResourceName), Products: set.Products, MemoryMiB: set.MinMemoryMiB}
+	g := GPU{Resource: string(keys.ResourceName), Products: set.Products, MemoryMiB: set.MinMemoryMiB, Claims: podClaims(spec)}
 	terms := requiredTerms(spec)
 	if len(g.Products) == 0 {
 		g.Products = affinityProducts(terms, keys.ProductLabel)

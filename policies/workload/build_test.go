@@ -43,7 +43,7 @@ func TestBuildKinds(t *testing.T) {
 		TemplateLabels:      map[string]string{"tier": "serving"},
 		TemplateAnnotations: map[string]string{"note": "template"}}
 	server := Container{Name: "server", Image: "registry.example.com/llm/server:1.0",
-		Resources: Resources{Limits: map[string]string{}, Requests: map[string]string{}}, Ports: []int32{}}
+		Resources: Resources{Limits: map[string]string{}, Requests: map[string]string{}}, Ports: []int32{}, Claims: []string{}}
 	base := View{Name: "llama", Namespace: "team-a", Operation: "CREATE",
 		Labels:          map[string]string{annotations.OwnerLabel: "alice", annotations.TeamLabel: "nlp"},
 		Annotations:     map[string]string{annotations.Injected: testRecord},
@@ -52,8 +52,8 @@ func TestBuildKinds(t *testing.T) {
 		UserInfo:        UserInfo{Groups: []string{}},
 		NamespaceLabels: map[string]string{},
 		Owner:           "alice", Team: "nlp", Injected: true,
-		Containers: []Container{server}, InitContainers: []Container{},
-		GPU: GPU{Resource: string(gpuResource), Products: []string{}},
+		Containers: []Container{server}, InitContainers: []Container{}, EphemeralContainers: []Container{},
+		GPU: GPU{Resource: string(gpuResource), Products: []string{}, Claims: []string{}},
 	}
 	for _, kind := range builders.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestBuildDeployment(t *testing.T) {
 			SecurityContext: corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}, RunAsNonRoot: ptr.To(true)},
 			Ports:          []int32{8000},
-			ReadinessProbe: true, StartupProbe: true,
+			ReadinessProbe: true, StartupProbe: true, Claims: []string{},
 		}},
 		InitContainers: []Container{{
 			Name: "modelgate-loader", Image: "ghcr.io/modelgate/loader:v0.1.0",
@@ -122,9 +122,10 @@ func TestBuildDeployment(t *testing.T) {
 				Requests: map[string]string{"cpu": "500m", "memory": "512Mi"}},
 			SecurityContext: corev1.SecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			Ports: []int32{},
+			Ports: []int32{}, Claims: []string{},
 		}},
-		GPU: GPU{Resource: "nvidia.com/gpu", Count: 1, Products: []string{"NVIDIA-A100-SXM4-80GB"}, MemoryMiB: 40960},
+		EphemeralContainers: []Container{},
+		GPU:                 GPU{Resource: "nvidia.com/gpu", Count: 1, Products: []string{"NVIDIA-A100-SXM4-80GB"}, MemoryMiB: 40960, Claims: []string{}},
 		Model: &Model{URI: "hf://meta-llama/Llama-3.1-8B@" + commit, Scheme: "hf",
 			Path: "meta-llama/Llama-3.1-8B", Org: "meta-llama", Revision: commit, Pinned: true},
 		Engine:  "vllm",
@@ -151,10 +152,10 @@ func TestBuildContainerFields(t *testing.T) {
 			// Quantities in canonical form.
 			Resources:       Resources{Limits: map[string]string{"cpu": "500m", "memory": "1Gi"}, Requests: map[string]string{}},
 			SecurityContext: corev1.SecurityContext{Privileged: ptr.To(true)}, Privileged: true,
-			Ports: []int32{8080, 9090}, LivenessProbe: true},
+			Ports: []int32{8080, 9090}, LivenessProbe: true, Claims: []string{}},
 		{Name: "sidecar", Image: "registry.example.com/sidecar:1",
 			Resources:       Resources{Limits: map[string]string{}, Requests: map[string]string{}},
-			SecurityContext: corev1.SecurityContext{Privileged: ptr.To(false)}, Ports: []int32{}},
+			SecurityContext: corev1.SecurityContext{Privileged: ptr.To(false)}, Ports: []int32{}, Claims: []string{}},
 	}
 	if diff := cmp.Diff(want, got.Containers); diff != "" {
 		t.Errorf("containers (-want +got):\n%s", diff)
@@ -351,5 +352,45 @@ func TestBuildTrustsOnlySealedMetadata(t *testing.T) {
 				t.Errorf("trusted fields (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// GPUs a pod asks for other than by the configured resource still count:
+// NVIDIA MIG instances are GPU devices, dynamic resource allocation claims
+// are listed, and containers kubectl debug adds are in the view.
+func TestBuildAccelerators(t *testing.T) {
+	mig := corev1.Container{Name: "mig", Resources: corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("2"), gpuResource: resource.MustParse("1")},
+		Requests: corev1.ResourceList{"nvidia.com/mig-3g.40gb": resource.MustParse("1")},
+	}}
+	dra := corev1.Container{Name: "dra", Resources: corev1.ResourceRequirements{
+		Claims: []corev1.ResourceClaim{{Name: "gpu"}, {Name: "nic"}},
+	}}
+	spec := &corev1.PodSpec{
+		Containers:     []corev1.Container{mig, dra},
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu"}, {Name: "nic"}},
+		EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger", Image: "busybox", SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		}}},
+	}
+	v := Build(Source{GPU: nvidia, PodSpec: spec})
+	if got := v.Containers[0].GPUs; got != 4 {
+		t.Errorf("MIG container gpus = %d, want 4 (1 GPU, 2 + 1 MIG instances)", got)
+	}
+	if v.GPU.Count != 4 {
+		t.Errorf("gpu.count = %d, want 4", v.GPU.Count)
+	}
+	if diff := cmp.Diff([]string{"gpu", "nic"}, v.Containers[1].Claims); diff != "" {
+		t.Errorf("container claims (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"gpu", "nic"}, v.GPU.Claims); diff != "" {
+		t.Errorf("gpu.claims (-want +got):\n%s", diff)
+	}
+	if len(v.EphemeralContainers) != 1 || v.EphemeralContainers[0].Name != "debugger" || !v.EphemeralContainers[0].Privileged {
+		t.Errorf("ephemeralContainers = %+v, want the privileged debugger", v.EphemeralContainers)
+	}
+	// Without a configured resource, MIG instances still count.
+	if got := Build(Source{PodSpec: spec}).GPU.Count; got != 3 {
+		t.Errorf("gpu.count without a configured resource = %d, want 3", got)
 	}
 }

@@ -28,6 +28,8 @@ var (
 	keyHostIPC                  = ast.StringTerm("hostIPC")
 	keyContainers               = ast.StringTerm("containers")
 	keyInitContainers           = ast.StringTerm("initContainers")
+	keyEphemeralContainers      = ast.StringTerm("ephemeralContainers")
+	keyClaims                   = ast.StringTerm("claims")
 	keyGPU                      = ast.StringTerm("gpu")
 	keyResource                 = ast.StringTerm("resource")
 	keyCount                    = ast.StringTerm("count")

@@ -39,11 +39,13 @@ func (v *View) Value() ast.Value {
 		ast.Item(keyHostIPC, ast.InternedTerm(v.HostIPC)),
 		ast.Item(keyContainers, b.containerArray(v.Containers)),
 		ast.Item(keyInitContainers, b.containerArray(v.InitContainers)),
+		ast.Item(keyEphemeralContainers, b.containerArray(v.EphemeralContainers)),
 		ast.Item(keyGPU, b.object(
 			ast.Item(keyResource, b.str(v.GPU.Resource)),
 			ast.Item(keyCount, b.num(v.GPU.Count)),
 			ast.Item(keyProducts, stringArray(b, v.GPU.Products)),
 			ast.Item(keyMemoryMiB, b.num(v.GPU.MemoryMiB)),
+			ast.Item(keyClaims, stringArray(b, v.GPU.Claims)),
 		)),
 		ast.Item(keyModel, b.modelTerm(v.Model)),
 		ast.Item(keyEngine, b.str(v.Engine)),
@@ -110,6 +112,7 @@ func (b *builder) containerArray(cs []Container) *ast.Term {
 			ast.Item(keyName, b.str(c.Name)),
 			ast.Item(keyImage, b.str(c.Image)),
 			ast.Item(keyGPUs, b.num(c.GPUs)),
+			ast.Item(keyClaims, stringArray(b, c.Claims)),
 			ast.Item(keyResources, b.object(
 				ast.Item(keyLimits, b.stringMap(c.Resources.Limits)),
 				ast.Item(keyRequests, b.stringMap(c.Resources.Requests)),

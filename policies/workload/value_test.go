@@ -24,7 +24,7 @@ var contractKeys = []string{
 	"kind", "apiVersion", "name", "namespace", "operation",
 	"labels", "annotations", "podLabels", "podAnnotations",
 	"userInfo", "namespaceLabels", "owner", "team", "injected", "servingContainer",
-	"hostNetwork", "hostPID", "hostIPC", "containers", "initContainers",
+	"hostNetwork", "hostPID", "hostIPC", "containers", "initContainers", "ephemeralContainers",
 	"gpu", "model", "engine", "serving",
 }
 
@@ -197,8 +197,8 @@ func TestEmptyViewValues(t *testing.T) {
 		"userInfo":        map[string]any{"username": "", "groups": []any{}, "uid": ""},
 		"namespaceLabels": map[string]any{}, "owner": "", "team": "", "injected": false,
 		"servingContainer": "", "hostNetwork": false, "hostPID": false, "hostIPC": false,
-		"containers": []any{}, "initContainers": []any{},
-		"gpu":   map[string]any{"resource": "", "count": float64(0), "products": []any{}, "memoryMiB": float64(0)},
+		"containers": []any{}, "initContainers": []any{}, "ephemeralContainers": []any{},
+		"gpu":   map[string]any{"resource": "", "count": float64(0), "products": []any{}, "memoryMiB": float64(0), "claims": []any{}},
 		"model": nil, "engine": "", "serving": false,
 	}
 	b, err := json.Marshal(Build(Source{}))
@@ -216,7 +216,7 @@ func TestEmptyViewValues(t *testing.T) {
 
 func TestEmptyContainerValues(t *testing.T) {
 	want := map[string]any{
-		"name": "", "image": "", "gpus": float64(0),
+		"name": "", "image": "", "gpus": float64(0), "claims": []any{},
 		"resources":       map[string]any{"limits": map[string]any{}, "requests": map[string]any{}},
 		"securityContext": map[string]any{}, "privileged": false, "ports": []any{},
 		"readinessProbe": false, "startupProbe": false, "livenessProbe": false,

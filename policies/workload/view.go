@@ -99,7 +99,10 @@ type View struct {
 	// Containers and InitContainers are in spec order.
 	Containers     []Container `json:"containers"`
 	InitContainers []Container `json:"initContainers"`
-	GPU            GPU         `json:"gpu"`
+	// EphemeralContainers are the containers kubectl debug added, in spec
+	// order; they hold no resources (gpus is 0, resources empty).
+	EphemeralContainers []Container `json:"ephemeralContainers"`
+	GPU                 GPU         `json:"gpu"`
 	// Model is nil (null) when the object names no valid model.
 	Model *Model `json:"model"`
 	// Engine is the modelgate.io/engine, "" when none.
@@ -119,8 +122,14 @@ type UserInfo struct {
 type Container struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
-	// GPUs is the GPU resource's limit, else its request; 0 when none.
-	GPUs      int64     `json:"gpus"`
+	// GPUs is the GPU devices the container holds: the GPU resource's
+	// limit, else its request, plus every NVIDIA MIG instance
+	// (nvidia.com/mig-*); 0 when none.
+	GPUs int64 `json:"gpus"`
+	// Claims are the names of the pod's resource claims (dynamic resource
+	// allocation) the container uses, in spec order. modelgate cannot see
+	// a claim's device class, so policies treat a claim as a GPU.
+	Claims    []string  `json:"claims"`
 	Resources Resources `json:"resources"`
 	// SecurityContext is the container's, in Kubernetes' JSON form; the
 	// zero value ({}) when unset.
@@ -156,6 +165,9 @@ type GPU struct {
 	Products []string `json:"products"`
 	// MemoryMiB is the minimum memory per GPU; 0 when unconstrained.
 	MemoryMiB int64 `json:"memoryMiB"`
+	// Claims are the names of the pod's resource claims
+	// (spec.resourceClaims, dynamic resource allocation), in spec order.
+	Claims []string `json:"claims"`
 }
 
 // Model is the parsed modelgate.io/model URI. It never holds credentials.

@@ -3,6 +3,10 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"os"
+	"path/filepath"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -240,5 +244,51 @@ deny contains msg if {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(alice.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
 		}).Should(BeTrue())
+	})
+
+	// Issue 15, item 6: paths that never reached policy.
+	It("denies a privileged kubectl debug container on a GPU Pod", func() {
+		rego, err := os.ReadFile(filepath.Join("..", "..", "policies", "library", "no-privileged-gpu.rego"))
+		Expect(err).NotTo(HaveOccurred())
+		apply(policy("no-privileged-gpu", string(rego), policyv1.EnforcementActionDeny, ""))
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "debugged", Annotations: map[string]string{
+			annotations.Inject: "true", annotations.GPU: "1",
+		}}).(*corev1.Pod)
+		Expect(alice.Create(ctx, pod)).To(Succeed())
+
+		// What kubectl debug --profile=sysadmin sends: the ephemeralcontainers
+		// subresource, with a privileged container.
+		debug := func(privileged bool, name string) error {
+			p := pod.DeepCopy()
+			p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+				EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: name, Image: "busybox",
+					SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(privileged)}}})
+			return alice.SubResource("ephemeralcontainers").Update(ctx, p)
+		}
+		Eventually(func() error { return debug(true, "sysadmin") }).Should(MatchError(ContainSubstring(
+			`[no-privileged-gpu] ephemeral container "sysadmin" sets securityContext.privileged: true in pod, which has GPUs`)))
+		Expect(debug(false, "general")).To(Succeed())
+	})
+
+	It("judges Pods that ask for GPUs by MIG instance or resource claim, not only nvidia.com/gpu", func() {
+		apply(policy("max-one-gpu-mig", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
+		mig := builders.New("Pod", builders.Options{Namespace: ns, Name: "mig"}).(*corev1.Pod)
+		mig.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("2")}
+		err := deniedEventually(mig)
+		Expect(err.Error()).To(ContainSubstring("[max-one-gpu-mig]"))
+
+		apply(policy("no-claims", `package test.noclaims
+
+deny contains msg if {
+	some c in input.workload.containers
+	count(c.claims) > 0
+	msg := sprintf("container %q uses resource claims %v of %v", [c.name, c.claims, input.workload.gpu.claims])
+}
+`, policyv1.EnforcementActionDeny, ""))
+		dra := builders.New("Pod", builders.Options{Namespace: ns, Name: "dra"}).(*corev1.Pod)
+		dra.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu-claim")}}
+		dra.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		err = deniedEventually(dra)
+		Expect(err.Error()).To(ContainSubstring(`[no-claims] container "` + dra.Spec.Containers[0].Name + `" uses resource claims ["gpu"] of ["gpu"]`))
 	})
 })
