@@ -38,6 +38,9 @@ const version = "v1."
 // macSize is how much of the HMAC-SHA256 a seal keeps: 128 bits.
 const macSize = 16
 
+// encodedSize is macSize in unpadded base64url.
+const encodedSize = (macSize*8 + 5) / 6
+
 // ErrShortKey is returned for a key shorter than KeySize.
 var ErrShortKey = errors.New("seal key is too short")
 
@@ -54,7 +57,7 @@ func New(secret []byte) (*Key, error) {
 		return nil, fmt.Errorf("%w: %d bytes, need at least %d", ErrShortKey, len(secret), KeySize)
 	}
 	s := append([]byte(nil), secret...)
-	return &Key{secret: s, pool: &sync.Pool{New: func() any { return hmac.New(sha256.New, s) }}}, nil
+	return &Key{secret: s, pool: &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, s)} }}}, nil
 }
 
 // Generate returns KeySize random bytes for a new key.
@@ -105,7 +108,12 @@ func (k *Key) Sign(namespace string, m *metav1.ObjectMeta) string {
 	if k == nil || k.pool == nil || m == nil {
 		return ""
 	}
-	return version + base64.RawURLEncoding.EncodeToString(k.mac(namespace, m))
+	var mac [macSize]byte
+	k.mac(&mac, namespace, m)
+	var out [len(version) + encodedSize]byte
+	copy(out[:], version)
+	base64.RawURLEncoding.Encode(out[len(version):], mac[:])
+	return string(out[:])
 }
 
 // Verify reports whether m carries a seal, made with k, of its reserved
@@ -118,31 +126,55 @@ func (k *Key) Verify(namespace string, m *metav1.ObjectMeta) bool {
 	if len(s) <= len(version) || s[:len(version)] != version {
 		return false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(s[len(version):])
-	if err != nil || len(got) != macSize {
+	if len(s) != len(version)+encodedSize {
 		return false
 	}
-	return hmac.Equal(got, k.mac(namespace, m))
+	var got [macSize + 2]byte // room for a decoder that writes a little past
+	n, err := base64.RawURLEncoding.Decode(got[:], []byte(s[len(version):]))
+	if err != nil || n != macSize {
+		return false
+	}
+	var want [macSize]byte
+	k.mac(&want, namespace, m)
+	return hmac.Equal(got[:macSize], want[:])
 }
 
-// mac is the truncated HMAC of the namespace and the sealed values, each
-// length-prefixed so no two different inputs share an encoding.
-func (k *Key) mac(namespace string, m *metav1.ObjectMeta) []byte {
-	h := k.pool.Get().(hash.Hash)
-	defer k.pool.Put(h)
-	h.Reset()
-	var n [binary.MaxVarintLen64]byte
-	write := func(s string) {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
+// macState is a reusable HMAC and the scratch space of one message.
+type macState struct {
+	h   hash.Hash
+	msg []byte
+	sum [sha256.Size]byte
+}
+
+// mac writes into out the truncated HMAC of the namespace and the sealed
+// values, each length-prefixed so no two different inputs share an
+// encoding.
+func (k *Key) mac(out *[macSize]byte, namespace string, m *metav1.ObjectMeta) {
+	st := k.pool.Get().(*macState)
+	defer k.pool.Put(st)
+	msg := st.msg[:0]
+	add := func(s string) {
+		msg = binary.AppendUvarint(msg, uint64(len(s)))
+		msg = append(msg, s...)
 	}
-	write("modelgate.io/seal " + version)
-	write(namespace)
+	add(domain)
+	add(namespace)
 	for _, key := range sealedLabels {
-		write(m.Labels[key])
+		add(m.Labels[key])
 	}
 	for _, key := range sealedAnnotations {
-		write(m.Annotations[key])
+		add(m.Annotations[key])
 	}
-	return h.Sum(nil)[:macSize]
+	st.h.Reset()
+	st.h.Write(msg)
+	copy(out[:], st.h.Sum(st.sum[:0]))
+	if cap(msg) <= maxKeptMessage {
+		st.msg = msg
+	}
 }
+
+// domain separates seals from any other use of the key.
+const domain = "modelgate.io/seal " + version
+
+// maxKeptMessage bounds the scratch space a pooled state keeps.
+const maxKeptMessage = 64 << 10

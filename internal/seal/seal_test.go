@@ -98,3 +98,19 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkSignVerify(b *testing.B) {
+	k, _ := New([]byte("0123456789abcdef0123456789abcdef"))
+	m := &metav1.ObjectMeta{
+		Labels: map[string]string{annotations.OwnerLabel: "alice_example.com", annotations.TeamLabel: "nlp"},
+		Annotations: map[string]string{annotations.OwnerFull: "alice@example.com",
+			annotations.Injected: `{"mutators":["owner-metadata","model-loader","gpu-placement","serving-probes"],"settings":"95df6e68e228","owns":["containerPort/vllm/8000/http","env/vllm/HF_HUB_CACHE=/models/.cache/huggingface/hub","initContainer/model-loader","limits/vllm/nvidia.com/gpu=1"]}`},
+	}
+	m.Annotations[annotations.Seal] = k.Sign("team-a", m)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !k.Verify("team-a", m) || k.Sign("team-a", m) == "" {
+			b.Fatal("seal")
+		}
+	}
+}
