@@ -98,6 +98,8 @@ func TestRender(t *testing.T) {
 		// The webhook's 422s speak of what the user wrote (issue 14).
 		"models-mount-clash":      {args: []string{"-f", "testdata/render/models-mount-clash.yaml"}, code: 1},
 		"gpu-annotation-conflict": {args: []string{"-f", "testdata/render/gpu-annotation-conflict.yaml"}, code: 1},
+		// A forged injection record removes nothing (issue 15).
+		"forged-record": {args: []string{"-f", "testdata/render/forged-record.yaml", "--user", "mallory"}},
 		// Exit 2: errors.
 		"bad-documents":        {args: []string{"-f", "testdata/render/bad-documents.yaml"}, code: 2},
 		"undecodable-object":   {args: []string{"-f", "testdata/render/undecodable-object.yaml"}, code: 2},
