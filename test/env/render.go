@@ -14,8 +14,14 @@ import (
 // Render builds a kustomization directory, as `kustomize build` would, and
 // returns its objects.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
+	return renderFS(filesys.MakeFsOnDisk(), dir)
+}
+
+// renderFS is Render on a file system of the caller's (an edited copy of
+// config/ in memory, say).
+func renderFS(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	resMap, err := k.Run(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", dir, err)
 	}
