@@ -139,7 +139,7 @@ test-policies: ## Run the policy library's Rego tests and declarative cases (pol
 	$(GO) run ./cmd/modelgate test policies/library
 
 .PHONY: test-integration
-test-integration: $(ENVTEST_DEPS) ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).
+test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/... -count=1
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
