@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -184,21 +183,6 @@ func contractRules(filename string, mod *ast.Module) ([]string, error) {
 	slices.Sort(found) // deny before warn
 	return found, nil
 }
-
-// excludedBuiltins reach the network. Policies run on the admission hot path
-// and must decide from their input alone, so these are not available.
-var excludedBuiltins = []string{"http.send", "net.lookup_ip_addr"}
-
-// capabilities are this OPA version's, without excludedBuiltins and without
-// fetching remote schemas.
-var capabilities = sync.OnceValue(func() *ast.Capabilities {
-	c := ast.CapabilitiesForThisVersion()
-	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool {
-		return slices.Contains(excludedBuiltins, b.Name)
-	})
-	c.AllowNet = []string{}
-	return c
-})
 
 func newCompiler() *ast.Compiler {
 	return ast.NewCompiler().

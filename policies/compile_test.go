@@ -3,6 +3,9 @@ package policies
 import (
 	"context"
 	"errors"
+	"github.com/open-policy-agent/opa/v1/ast"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,7 +44,8 @@ func TestCompile(t *testing.T) {
 		"network builtin is not available": {
 			module: module("package p", "", "deny contains msg if {",
 				`  r := http.send({"method": "get", "url": "http://example.com"})`, "  msg := r.body", "}"),
-			want: "policy.rego:4:8: rego_type_error: undefined function http.send",
+			want: "policy.rego:4:8: modelgate_builtin_error: http.send is not available to admission policies: " +
+				`admission decides from the review alone: no network calls; see docs/policies.md "Builtins"`,
 		},
 		"neither deny nor warn": {
 			module: module("package p", "", "allow if true"),
@@ -174,4 +178,55 @@ func TestNeedsObjects(t *testing.T) {
 			t.Error("NeedsObjects() = false for import input.object, want true")
 		}
 	})
+}
+
+// Builtins that allocate without bound in one call, reach out or depend on
+// the clock are refused at compile time, at the call's line, with why.
+func TestCompileRefusesBuiltins(t *testing.T) {
+	cases := map[string]struct {
+		call, why string
+	}{
+		"numbers.range":      {`numbers.range(1, 1e9)`, "it allocates an array as long as the range"},
+		"numbers.range_step": {`numbers.range_step(1, 1e9, 1)`, "it allocates an array as long as the range"},
+		"net.cidr_expand":    {`net.cidr_expand("10.0.0.0/8")`, "one string per address"},
+		"replace":            {`replace(input.workload.name, "", "xxxxxxxx")`, "its output can be its input times"},
+		"strings.replace_n":  {`strings.replace_n({"": "xx"}, input.workload.name)`, "its output can be its input times"},
+		"regex.replace":      {`regex.replace(input.workload.name, "", "xx")`, "its output can be its input times"},
+		"time.now_ns":        {`time.now_ns()`, "must not depend on the clock"},
+		"io.jwt.decode":      {`io.jwt.decode(input.workload.name)`, "token signing and verification"},
+		"opa.runtime":        {`opa.runtime()`, "environment"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			mod := module("package p", "", "deny contains msg if {", "  x := "+tc.call, "  msg := sprintf(\"%v\", [x])", "}")
+			_, err := Compile(context.Background(), Policy{Name: "policy", Module: mod})
+			var ce *CompileError
+			if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+				t.Fatalf("Compile error = %v, want one problem", err)
+			}
+			p := ce.Problems[0]
+			if p.Code != CodeBuiltin || p.Row != 4 || !strings.HasPrefix(p.Message, name+" is not available to admission policies: ") ||
+				!strings.Contains(p.Message, tc.why) {
+				t.Errorf("problem = %+v, want %s at row 4 naming %s and %q", p, CodeBuiltin, name, tc.why)
+			}
+		})
+	}
+}
+
+// Every allowed builtin exists in this OPA, and the shipped library
+// compiles with them alone (make test-policies runs it).
+func TestAllowedBuiltinsExist(t *testing.T) {
+	for _, name := range allowedBuiltins {
+		if !slices.ContainsFunc(capabilities().Builtins, func(b *ast.Builtin) bool { return b.Name == name }) {
+			t.Errorf("allowed builtin %s is not one of this OPA's", name)
+		}
+		if refusal(name) != "" && refusedBuiltins[name] != "" {
+			t.Errorf("%s is both allowed and refused", name)
+		}
+	}
+	for name := range refusedBuiltins {
+		if slices.Contains(allowedBuiltins, name) {
+			t.Errorf("%s is both allowed and refused", name)
+		}
+	}
 }

@@ -28,8 +28,10 @@ type Observer interface {
 // Options configure an Engine.
 type Options struct {
 	// Timeout bounds the evaluation of all policies for one review;
-	// DefaultTimeout when zero or negative. Policies still unevaluated at
-	// the deadline fail with an error wrapping context.DeadlineExceeded.
+	// DefaultTimeout when zero or negative. Each policy that applies gets
+	// an equal share of the time left when its turn comes, and fails with
+	// an error wrapping context.DeadlineExceeded when it runs out of it;
+	// the policies after it still run.
 	Timeout time.Duration
 	// Observer, if set, is told every policy's outcome.
 	Observer Observer
@@ -90,18 +92,26 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	set := e.set.Load()
 	ctx, cancel := context.WithTimeoutCause(ctx, e.timeout, e.timedOut)
 	defer cancel()
-	// One cancel flag and one watcher for the whole review, instead of one
-	// goroutine per policy evaluation.
-	halt := topdown.NewCancel()
-	defer context.AfterFunc(ctx, halt.Cancel)()
+	deadline, _ := ctx.Deadline()
 
+	n := 0
+	for _, c := range set.all() {
+		if c.match.matches(r.Kind, r.Namespace, r.NamespaceLabels) {
+			n++
+		}
+	}
 	in := newInputs(r)
 	var d Decision
 	for _, c := range set.all() {
 		if !c.match.matches(r.Kind, r.Namespace, r.NamespaceLabels) {
 			continue
 		}
-		res := e.evaluate(ctx, halt, c, in)
+		// Each policy gets an equal share of what is left: one that
+		// finishes early leaves its time to the next, and a slow one runs
+		// out of its own share, never of the policies after it.
+		share := time.Until(deadline) / time.Duration(n)
+		n--
+		res := e.evaluate(ctx, share, c, in)
 		if e.observer != nil {
 			e.observer.Evaluated(c.name, res.Decision(), res.Duration)
 		}
@@ -121,7 +131,7 @@ var (
 	nullTerm      = ast.NullTerm()
 )
 
-func (e *Engine) evaluate(ctx context.Context, halt topdown.Cancel, c *Compiled, in *inputs) (res Result) {
+func (e *Engine) evaluate(ctx context.Context, share time.Duration, c *Compiled, in *inputs) (res Result) {
 	res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure}
 	start := time.Now()
 	defer func() {
@@ -136,6 +146,12 @@ func (e *Engine) evaluate(ctx context.Context, halt topdown.Cancel, c *Compiled,
 		res.Err = context.Cause(ctx)
 		return res
 	}
+	pctx, cancel := context.WithTimeout(ctx, share)
+	defer cancel()
+	// A cancel flag OPA checks as it evaluates, raised when the policy's
+	// share or the review's budget runs out; no goroutine unless it does.
+	halt := topdown.NewCancel()
+	defer context.AfterFunc(pctx, halt.Cancel)()
 	// A policy that provably never reads the raw objects gets null, so
 	// they are converted only for those that may.
 	obj, old := nullTerm, nullTerm
@@ -152,7 +168,7 @@ func (e *Engine) evaluate(ctx context.Context, halt topdown.Cancel, c *Compiled,
 		[2]*ast.Term{oldObjectKey, old},
 		[2]*ast.Term{parametersKey, c.params},
 	)
-	rs, err := c.query.Eval(ctx,
+	rs, err := c.query.Eval(pctx,
 		rego.EvalParsedInput(input),
 		rego.EvalExternalCancel(halt),
 		rego.EvalMetrics(metrics.NoOp()),
@@ -160,6 +176,10 @@ func (e *Engine) evaluate(ctx context.Context, halt topdown.Cancel, c *Compiled,
 	switch {
 	case err != nil && topdown.IsCancel(err) && ctx.Err() != nil:
 		res.Err = context.Cause(ctx)
+		return res
+	case err != nil && topdown.IsCancel(err) && pctx.Err() != nil:
+		res.Err = fmt.Errorf("timed out: used up its share of the %s the policies have per review: %w",
+			e.timeout, context.DeadlineExceeded)
 		return res
 	case err != nil:
 		res.Err = err

@@ -14,6 +14,9 @@ const (
 	// CodeContract marks a module that does not follow the policy contract:
 	// no deny or warn rule, or one that is not a set.
 	CodeContract = "modelgate_contract_error"
+	// CodeBuiltin marks a call of a builtin admission policies may not use
+	// (see allowedBuiltins).
+	CodeBuiltin = "modelgate_builtin_error"
 )
 
 // Problem is one error in a policy module, at a 1-based row and column
@@ -79,6 +82,13 @@ func compileError(filename string, err error) *CompileError {
 
 func problem(e *ast.Error) Problem {
 	p := Problem{Code: e.Code, Message: e.Message}
+	if name, ok := strings.CutPrefix(e.Message, "undefined function "); ok && e.Code == ast.TypeErr {
+		if why := refusal(name); why != "" {
+			p.Code = CodeBuiltin
+			p.Message = name + " is not available to admission policies: " + why +
+				`; see docs/policies.md "Builtins"`
+		}
+	}
 	if e.Location != nil {
 		p.Row, p.Col = e.Location.Row, e.Location.Col
 	}
