@@ -145,6 +145,15 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 		Expect(err.Error()).To(ContainSubstring("deny"))
 	})
 
+	// Issue 15, item 4: a Rego bomb does not get in.
+	It("refuses a WorkloadPolicy calling a builtin that allocates without bound, with the line and why", func() {
+		wp := policy("bomb", "package test.bomb\n\ndeny contains msg if {\n\tsome i in numbers.range(1, 1e9)\n\tmsg := sprintf(\"%d\", [i])\n}\n",
+			policyv1.EnforcementActionDeny, "")
+		err := alice.Create(ctx, wp)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`4:12: modelgate_builtin_error: numbers.range is not available to admission policies: it allocates an array as long as the range`))
+	})
+
 	It("lets a warn policy's violation through, with the warning sent to the client", func() {
 		apply(policy("warn-gpus", gpuLimit, policyv1.EnforcementActionWarn, `{"max": 1}`))
 		Eventually(func() []string {
