@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -64,7 +65,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
 		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits())},
-		Metrics:                 metricsserver.Options{BindAddress: cfg.Metrics.BindAddress},
+		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
 		// The cache holds namespace metadata only; managed fields are
@@ -235,4 +236,21 @@ func (w *informerWarmup) checker(_ *http.Request) error {
 		return errNotSynced
 	}
 	return nil
+}
+
+// The secure metrics endpoint asks the API server who a scraper is and
+// whether it may get /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves the metrics as the kubebuilder scaffold does: over
+// HTTPS (a self-signed certificate controller-runtime makes at start),
+// with each request's bearer token checked by the API server.
+func metricsOptions(m config.MetricsEndpoint) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: m.BindAddress}
+	if m.Secure == nil || *m.Secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }

@@ -39,6 +39,10 @@ func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
 func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) error {
 	c := env.Configuration(te)
 	c.Metrics.BindAddress = metricsAddr
+	// The simulated cluster's scrapers (make bench-e2e) read modelgate's
+	// metrics over plain HTTP on loopback; installs serve them securely.
+	insecure := false
+	c.Metrics.Secure = &insecure
 	c.Health.BindAddress = healthAddr
 	if edit != nil {
 		edit(c)

@@ -9,11 +9,21 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/test/env"
 
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook"
@@ -93,18 +103,74 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	})
 
-	It("serves Prometheus metrics on their own port", func() {
+	It("serves Prometheus metrics over HTTPS only to callers allowed to get /metrics", func() {
+		ctx := context.Background()
 		// One review, so modelgate's counters have a sample to show.
-		ns := namespace(context.Background(), nil)
-		Expect(admin.Create(context.Background(), builders.New("Pod",
+		ns := namespace(ctx, nil)
+		Expect(admin.Create(ctx, builders.New("Pod",
 			builders.Options{Namespace: ns, Name: "metrics", Annotations: optIn}))).To(Succeed())
-		resp, err := http.Get("http://" + cfg.Metrics.BindAddress + "/metrics") //nolint:noctx // a test probe.
+
+		// Two service accounts, one bound to modelgate-metrics-reader, with
+		// tokens the API server issues (TokenRequest).
+		clientset, err := kubernetes.NewForConfig(adminCfg)
 		Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
+		token := func(name string) string {
+			GinkgoHelper()
+			Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+			tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return tr.Status.Token
+		}
+		reader, stranger := token("prometheus"), token("stranger")
+		repo, err := env.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		Expect(string(body)).To(ContainSubstring("controller_runtime_webhook_requests_total"))
-		Expect(string(body)).To(ContainSubstring("modelgate_mutating_reviews_total"))
+		roleYAML, err := os.ReadFile(filepath.Join(repo, "config", "rbac", "metrics_reader_role.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var role rbacv1.ClusterRole
+		Expect(yaml.Unmarshal(roleYAML, &role)).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &role))).To(Succeed())
+		Expect(admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "modelgate-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
+		})).To(Succeed())
+
+		// controller-runtime's self-signed certificate: trust is not the point here.
+		httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a test probe.
+		scrape := func(bearer string) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+cfg.Metrics.BindAddress+"/metrics", nil)
+			Expect(err).NotTo(HaveOccurred())
+			if bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+bearer)
+			}
+			resp, err := httpc.Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		Eventually(func() int { code, _ := scrape(""); return code }).Should(Equal(http.StatusUnauthorized))
+		// controller-runtime's filter answers a token the API server
+		// rejects outright with 500 ("Authentication failed"): no metrics
+		// either way.
+		code, body := scrape("not-a-token")
+		Expect(code).NotTo(Equal(http.StatusOK))
+		Expect(body).NotTo(ContainSubstring("modelgate_"))
+		code, _ = scrape(stranger)
+		Expect(code).To(Equal(http.StatusForbidden))
+		Eventually(func() int { code, _ := scrape(reader); return code }).Should(Equal(http.StatusOK))
+		_, body = scrape(reader)
+		Expect(body).To(ContainSubstring("controller_runtime_webhook_requests_total"))
+		Expect(body).To(ContainSubstring("modelgate_mutating_reviews_total"))
+
+		// Plain HTTP is not served.
+		_, err = http.Get("http://" + cfg.Metrics.BindAddress + "/metrics") //nolint:noctx // a test probe.
+		if err == nil {
+			c, _ := scrape("")
+			Expect(c).NotTo(Equal(http.StatusOK))
+		}
 	})
 
 	It("picks up a rotated serving certificate without a restart", func() {

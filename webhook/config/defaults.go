@@ -20,7 +20,7 @@ const (
 	DefaultCertName            = "tls.crt"
 	DefaultKeyName             = "tls.key"
 	DefaultTLSMinVersion       = "1.2"
-	DefaultMetricsBindAddress  = ":8080"
+	DefaultMetricsBindAddress  = ":8443"
 	DefaultHealthBindAddress   = ":8081"
 	DefaultShutdownGracePeriod = 30 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
@@ -115,6 +115,10 @@ func Default(c *Configuration) {
 	}
 	if c.Metrics.BindAddress == "" {
 		c.Metrics.BindAddress = DefaultMetricsBindAddress
+	}
+	if c.Metrics.Secure == nil {
+		secure := true
+		c.Metrics.Secure = &secure
 	}
 	if c.Health.BindAddress == "" {
 		c.Health.BindAddress = DefaultHealthBindAddress

@@ -31,7 +31,7 @@ type Configuration struct {
 	Webhook WebhookServer `json:"webhook,omitempty"`
 
 	// Metrics is the Prometheus metrics endpoint.
-	Metrics Endpoint `json:"metrics,omitempty"`
+	Metrics MetricsEndpoint `json:"metrics,omitempty"`
 
 	// Health is the /healthz and /readyz endpoint.
 	Health Endpoint `json:"health,omitempty"`
@@ -84,6 +84,19 @@ type WebhookServer struct {
 type Endpoint struct {
 	// BindAddress is host:port; "0" disables the endpoint.
 	BindAddress string `json:"bindAddress,omitempty"`
+}
+
+// MetricsEndpoint is the Prometheus metrics endpoint.
+type MetricsEndpoint struct {
+	// BindAddress is host:port; "0" disables the endpoint. Defaults to
+	// ":8443".
+	BindAddress string `json:"bindAddress,omitempty"`
+	// Secure serves the metrics over HTTPS, only to callers whose bearer
+	// token the API server authenticates (TokenReview) and who may get the
+	// non-resource URL /metrics (SubjectAccessReview): the
+	// modelgate-metrics-reader ClusterRole. false serves plain HTTP to
+	// whoever reaches the port. Defaults to true.
+	Secure *bool `json:"secure,omitempty"`
 }
 
 // Injection tunes which requests the mutating pipeline acts on.
