@@ -75,13 +75,17 @@ func TestSentToPolicies(t *testing.T) {
 		labels map[string]string
 		want   bool
 	}{
-		"opted in":                          {obj: deployment(`{"modelgate.io/inject":"true"}`, `{}`), want: true},
-		"a malformed opt-in is sent":        {obj: deployment(`{"modelgate.io/inject":"yes"}`, `{}`), want: true},
-		"not opted in":                      {obj: deployment(`{}`, `{}`)},
-		"opted out":                         {obj: deployment(`{"modelgate.io/inject":"false"}`, `{}`)},
-		"requests GPUs":                     {obj: deployment(`{}`, `{"nvidia.com/gpu":"1"}`), want: true},
-		"opted out but requests GPUs":       {obj: deployment(`{"modelgate.io/inject":"false"}`, `{"nvidia.com/gpu":"1"}`), want: true},
-		"another vendor's GPUs":             {obj: deployment(`{}`, `{"amd.com/gpu":"1"}`)},
+		"opted in":                    {obj: deployment(`{"modelgate.io/inject":"true"}`, `{}`), want: true},
+		"a malformed opt-in is sent":  {obj: deployment(`{"modelgate.io/inject":"yes"}`, `{}`), want: true},
+		"not opted in":                {obj: deployment(`{}`, `{}`)},
+		"opted out":                   {obj: deployment(`{"modelgate.io/inject":"false"}`, `{}`)},
+		"requests GPUs":               {obj: deployment(`{}`, `{"nvidia.com/gpu":"1"}`), want: true},
+		"opted out but requests GPUs": {obj: deployment(`{"modelgate.io/inject":"false"}`, `{"nvidia.com/gpu":"1"}`), want: true},
+		// Any */gpu resource, MIG instances and resource claims count,
+		// as in the webhook's match conditions (issue 15, item 6).
+		"another vendor's GPUs":             {obj: deployment(`{}`, `{"amd.com/gpu":"1"}`), want: true},
+		"MIG instances":                     {obj: deployment(`{}`, `{"nvidia.com/mig-1g.10gb":"1"}`), want: true},
+		"a resource that is not a GPU":      {obj: deployment(`{}`, `{"example.com/fpga":"1"}`)},
 		"enabled namespace":                 {obj: deployment(`{}`, `{}`), labels: enabled, want: true},
 		"enabled namespace, opted out":      {obj: deployment(`{"modelgate.io/inject":"false"}`, `{}`), labels: enabled},
 		"widened scope sends even opt-outs": {obj: deployment(`{"modelgate.io/inject":"false"}`, `{}`), labels: scoped, want: true},

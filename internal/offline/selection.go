@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -90,13 +91,21 @@ func injectValue(o map[string]any, match func(string) bool) bool {
 func requestsGPUs(o map[string]any, resource string) bool {
 	for _, p := range specPaths {
 		spec, _ := lookup(o, p...).(map[string]any)
+		if claims, _ := spec["resourceClaims"].([]any); len(claims) > 0 {
+			return true
+		}
 		for _, list := range []string{"containers", "initContainers"} {
 			cs, _ := spec[list].([]any)
 			for _, c := range cs {
+				if claims, _ := lookup(c, "resources", "claims").([]any); len(claims) > 0 {
+					return true
+				}
 				for _, section := range []string{"limits", "requests"} {
 					rl, _ := lookup(c, "resources", section).(map[string]any)
-					if _, ok := rl[resource]; ok {
-						return true
+					for name := range rl {
+						if name == resource || strings.HasSuffix(name, "/gpu") || strings.HasPrefix(name, "nvidia.com/mig-") {
+							return true
+						}
 					}
 				}
 			}

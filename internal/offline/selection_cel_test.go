@@ -34,7 +34,8 @@ func loadSelectors(t *testing.T) []celWebhook {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	env, err := cel.NewEnv(cel.OptionalTypes(), cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType))
+	env, err := cel.NewEnv(cel.OptionalTypes(), cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
+		cel.Variable("request", cel.DynType))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,8 @@ func sentByCEL(t *testing.T, hooks []celWebhook, obj string, nsLabels map[string
 		}
 		all := true
 		for _, prg := range h.conditions {
-			v, _, err := prg.Eval(map[string]any{"object": o, "oldObject": nil})
+			request := map[string]any{"kind": map[string]any{"kind": o["kind"]}, "operation": "CREATE"}
+			v, _, err := prg.Eval(map[string]any{"object": o, "oldObject": nil, "request": request})
 			if err != nil {
 				t.Fatalf("%s: %v", h.name, err)
 			}
@@ -113,6 +115,9 @@ func TestSentToPoliciesMatchesTheWebhookConfiguration(t *testing.T) {
 		"GPUs":                        deployment(`{}`, `{"nvidia.com/gpu":"1"}`),
 		"opted out with GPUs":         deployment(`{"modelgate.io/inject":"false"}`, `{"nvidia.com/gpu":"1"}`),
 		"another vendor's GPUs":       deployment(`{}`, `{"amd.com/gpu":"1"}`),
+		"MIG instances":               deployment(`{}`, `{"nvidia.com/mig-1g.10gb":"2"}`),
+		"a CPU-only resource":         deployment(`{}`, `{"example.com/fpga":"1"}`),
+		"Pod resource claim":          `{"kind":"Pod","metadata":{},"spec":{"resourceClaims":[{"name":"gpu"}],"containers":[{"name":"c","resources":{"claims":[{"name":"gpu"}]}}]}}`,
 		"opt-in on the object itself": `{"kind":"Deployment","metadata":{"annotations":{"modelgate.io/inject":"true"}},"spec":{"template":{"spec":{"containers":[{"name":"c"}]}}}}`,
 		"CronJob pod template opt-in": `{"kind":"CronJob","metadata":{},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"modelgate.io/inject":"true"}}}}}}}`,
 		"Pod init container GPUs":     `{"kind":"Pod","metadata":{},"spec":{"initContainers":[{"name":"i","resources":{"requests":{"nvidia.com/gpu":"1"}}}],"containers":[{"name":"c"}]}}`,
