@@ -51,8 +51,8 @@ func TestForgedRecordRemovesNothing(t *testing.T) {
 		wantKept  bool
 		wantOwner string
 	}{
-		"forged record":          {record: forged.String(), wantKept: true},
-		"unparsable record":      {record: "yes", wantKept: true},
+		"forged record":           {record: forged.String(), wantKept: true},
+		"unparsable record":       {record: "yes", wantKept: true},
 		"record sealed elsewhere": {record: forged.String(), sealed: true, wantKept: false},
 	} {
 		t.Run(name, func(t *testing.T) {
