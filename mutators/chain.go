@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/modelgate/modelgate/api/annotations"
 )
@@ -141,7 +142,8 @@ func HasRecord(t *Target, in *Input) bool {
 }
 
 func previousRecord(t *Target, in *Input) (Record, bool) {
-	if r, ok := ParseRecord(t.Object.Annotations[annotations.Injected]); ok && in.sealed(t.Object) {
+	r, ok := ParseRecord(t.Object.Annotations[annotations.Injected])
+	if ok && in.sealed(t.Object) {
 		return r, true
 	}
 	if in.Old != nil {
@@ -149,5 +151,24 @@ func previousRecord(t *Target, in *Input) (Record, bool) {
 			return r, true
 		}
 	}
+	if ok {
+		// An unsealed record (a template an older version injected, a
+		// manifest copied from another namespace) is believed only for
+		// the parts whose names are modelgate's anyway: its loader, its
+		// volume and the mounts of it. A user cannot make modelgate take
+		// anything of theirs with it, and modelgate replaces its own parts
+		// instead of refusing the reserved names.
+		return Record{Owns: slices.DeleteFunc(r.Owns, func(p string) bool { return !reservedPart(p) })}, false
+	}
 	return Record{}, false
+}
+
+// reservedPart reports whether a part's name is reserved to modelgate: the
+// loader init container, the model volume and a mount of it.
+func reservedPart(p string) bool {
+	if p == part(partInitContainer, LoaderContainerName) || p == part(partVolume, ModelVolumeName) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(p, partVolumeMount+"/")
+	return ok && strings.HasSuffix(rest, "/"+ModelVolumeName) && strings.Count(rest, "/") == 1
 }

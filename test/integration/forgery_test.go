@@ -159,6 +159,32 @@ var _ = Describe("Forged reserved metadata", func() {
 		Expect(key.Verify(ns, tpl)).To(BeTrue())
 	})
 
+	// Upgrading from a version without seals: a ReplicaSet's template that
+	// version injected carries modelgate's parts and an unsealed record.
+	It("admits a Pod copied from a template an older version injected, without a second loader", func() {
+		alice := authenticated(aliceName, "system:masters")
+		dep := builders.New("Deployment", builders.Options{Namespace: ns, Name: "legacy", TemplateAnnotations: vllmAnnotations(hfModel)})
+		Expect(alice.Create(ctx, dep)).To(Succeed())
+		tpl := builders.PodTemplateMeta(dep).DeepCopy()
+		delete(tpl.Annotations, annotations.Seal)
+
+		controller := impersonating("system:serviceaccount:kube-system:replicaset-controller", "system:masters")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "legacy-abc12", Labels: tpl.Labels, Annotations: tpl.Annotations},
+			Spec:       *dep.(*appsv1.Deployment).Spec.Template.Spec.DeepCopy(),
+		}
+		Expect(controller.Create(ctx, pod)).To(Succeed())
+		loaders := 0
+		for _, c := range pod.Spec.InitContainers {
+			if c.Name == mutators.LoaderContainerName {
+				loaders++
+			}
+		}
+		Expect(loaders).To(Equal(1))
+		Expect(pod.Annotations).To(HaveKey(annotations.Seal))
+		Expect(pod.Labels).NotTo(HaveKey(annotations.OwnerLabel), "an unsealed owner is not passed on")
+	})
+
 	It("refuses a hand-written injection record on an object that did not opt in", func() {
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "record",
 			Annotations: map[string]string{annotations.Injected: "yes"}})
