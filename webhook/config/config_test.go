@@ -221,6 +221,19 @@ func TestDefault(t *testing.T) {
 			t.Errorf("namespace = %q, want from-env", got)
 		}
 	})
+	t.Run("metrics on :8443, secure unless turned off", func(t *testing.T) {
+		c := config.New()
+		if c.Metrics.BindAddress != ":8443" || c.Metrics.Secure == nil || !*c.Metrics.Secure {
+			t.Errorf("metrics default to %q secure=%v, want \":8443\" secure=true", c.Metrics.BindAddress, c.Metrics.Secure)
+		}
+		got, err := config.Parse([]byte(header + "metrics: {bindAddress: \"127.0.0.1:8080\", secure: false}\n"))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		if got.Metrics.BindAddress != "127.0.0.1:8080" || got.Metrics.Secure == nil || *got.Metrics.Secure {
+			t.Errorf("metrics %q secure=%v, want the document's 127.0.0.1:8080 secure=false kept", got.Metrics.BindAddress, got.Metrics.Secure)
+		}
+	})
 	t.Run("default excluded namespaces are a copy", func(t *testing.T) {
 		config.New().Injection.ExcludedNamespaces[0] = "changed"
 		if got := config.New().Injection.ExcludedNamespaces[0]; got != config.DefaultExcludedNamespaces[0] {
