@@ -123,13 +123,15 @@ func (h *limited) acquire(ctx context.Context, weight int64) error {
 
 // limitedServer is a webhook server whose every handler, modelgate's own
 // and those controller-runtime's builders register (the AIInference
-// defaulter, validator and conversion), runs behind one Limiter.
+// defaulter, validator and conversion), runs behind one Limiter, and
+// closes its connections once the replica drains (even a refusal).
 type limitedServer struct {
 	crwebhook.Server
 	limiter *Limiter
+	drain   *drain
 }
 
 // Register implements crwebhook.Server.
 func (s limitedServer) Register(path string, h http.Handler) {
-	s.Server.Register(path, s.limiter.Wrap(h))
+	s.Server.Register(path, s.drain.wrap(s.limiter.Wrap(h)))
 }

@@ -43,7 +43,8 @@ const namespaceCachePoll = 20 * time.Millisecond
 
 // NewManager builds a manager that serves modelgate's webhooks as the
 // configuration says. Start it with Start; it runs until ctx is cancelled,
-// then lets in-flight reviews finish within cfg.ShutdownGracePeriod.
+// drains for cfg.DrainPeriod (drain.go), then lets in-flight reviews finish
+// within cfg.ShutdownGracePeriod.
 func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
@@ -62,9 +63,10 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		KeyName:  cfg.Webhook.KeyName,
 		TLSOpts:  tlsOpts,
 	})
+	d := &drain{period: cfg.DrainPeriod.Duration}
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
-		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits())},
+		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits()), drain: d},
 		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
@@ -102,7 +104,10 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	if err := Register(mgr, cfg); err != nil {
 		return nil, err
 	}
-	return mgr, nil
+	if err := mgr.AddReadyzCheck("shutdown", d.check); err != nil {
+		return nil, fmt.Errorf("adding the shutdown readiness check: %w", err)
+	}
+	return drainingManager{Manager: mgr, drain: d}, nil
 }
 
 // NewScheme returns the scheme modelgate serves with: the Kubernetes types,

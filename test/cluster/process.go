@@ -14,8 +14,9 @@ import (
 )
 
 // stopTimeout is how long a component gets to exit after SIGTERM before it
-// is killed. modelgate drains for up to 30s after its preStop-like delay;
-// the control-plane components exit at once.
+// is killed. modelgate (drainPeriod 0: it is the only replica) lets
+// in-flight reviews finish for up to 30s; the control-plane components exit
+// at once.
 const stopTimeout = 40 * time.Second
 
 // process is one component the cluster runs as a child process: started in

@@ -173,5 +173,7 @@ func Configuration(te *envtest.Environment) *config.Configuration {
 	c.Webhook.CertDir = w.LocalServingCertDir
 	c.Metrics.BindAddress = "0"
 	c.Health.BindAddress = "0"
+	// One replica: there is no other to drain to, so it stops at once.
+	c.DrainPeriod.Duration = 0
 	return c
 }

@@ -9,23 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	"github.com/modelgate/modelgate/test/env"
-
-	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -60,6 +49,7 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		cfg.Metrics.BindAddress = fmt.Sprintf("127.0.0.1:%d", freePort())
 		cfg.Health.BindAddress = fmt.Sprintf("127.0.0.1:%d", freePort())
 		cfg.ShutdownGracePeriod.Duration = 10 * time.Second
+		cfg.DrainPeriod.Duration = 3 * time.Second
 		addr = net.JoinHostPort(cfg.Webhook.Host, strconv.Itoa(int(cfg.Webhook.Port)))
 
 		mgr, err := webhook.NewManager(adminCfg, cfg)
@@ -69,6 +59,9 @@ var _ = Describe("modelgate serve", Ordered, func() {
 			close(inFlight)
 			time.Sleep(2 * time.Second)
 			_, _ = io.WriteString(w, "finished")
+		}))
+		mgr.GetWebhookServer().Register("/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "pong")
 		}))
 		var ctx context.Context
 		ctx, cancelFn = context.WithCancel(context.Background())
@@ -103,76 +96,6 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	})
 
-	It("serves Prometheus metrics over HTTPS only to callers allowed to get /metrics", func() {
-		ctx := context.Background()
-		// One review, so modelgate's counters have a sample to show.
-		ns := namespace(ctx, nil)
-		Expect(admin.Create(ctx, builders.New("Pod",
-			builders.Options{Namespace: ns, Name: "metrics", Annotations: optIn}))).To(Succeed())
-
-		// Two service accounts, one bound to modelgate-metrics-reader, with
-		// tokens the API server issues (TokenRequest).
-		clientset, err := kubernetes.NewForConfig(adminCfg)
-		Expect(err).NotTo(HaveOccurred())
-		token := func(name string) string {
-			GinkgoHelper()
-			Expect(admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
-			tr, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			return tr.Status.Token
-		}
-		reader, stranger := token("prometheus"), token("stranger")
-		repo, err := env.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		roleYAML, err := os.ReadFile(filepath.Join(repo, "config", "rbac", "metrics_reader_role.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		var role rbacv1.ClusterRole
-		Expect(yaml.Unmarshal(roleYAML, &role)).To(Succeed())
-		Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &role))).To(Succeed())
-		Expect(admin.Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-" + ns},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "modelgate-metrics-reader"},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "prometheus"}},
-		})).To(Succeed())
-
-		// controller-runtime's self-signed certificate: trust is not the point here.
-		httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a test probe.
-		scrape := func(bearer string) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+cfg.Metrics.BindAddress+"/metrics", nil)
-			Expect(err).NotTo(HaveOccurred())
-			if bearer != "" {
-				req.Header.Set("Authorization", "Bearer "+bearer)
-			}
-			resp, err := httpc.Do(req)
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(body)
-		}
-		Eventually(func() int { code, _ := scrape(""); return code }).Should(Equal(http.StatusUnauthorized))
-		// controller-runtime's filter answers a token the API server
-		// rejects outright with 500 ("Authentication failed"): no metrics
-		// either way.
-		code, body := scrape("not-a-token")
-		Expect(code).NotTo(Equal(http.StatusOK))
-		Expect(body).NotTo(ContainSubstring("modelgate_"))
-		code, _ = scrape(stranger)
-		Expect(code).To(Equal(http.StatusForbidden))
-		Eventually(func() int { code, _ := scrape(reader); return code }).Should(Equal(http.StatusOK))
-		_, body = scrape(reader)
-		Expect(body).To(ContainSubstring("controller_runtime_webhook_requests_total"))
-		Expect(body).To(ContainSubstring("modelgate_mutating_reviews_total"))
-
-		// Plain HTTP is not served.
-		_, err = http.Get("http://" + cfg.Metrics.BindAddress + "/metrics") //nolint:noctx // a test probe.
-		if err == nil {
-			c, _ := scrape("")
-			Expect(c).NotTo(Equal(http.StatusOK))
-		}
-	})
-
 	It("picks up a rotated serving certificate without a restart", func() {
 		serving := func() (*big.Int, error) {
 			conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
@@ -200,8 +123,37 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		Expect(conn.ConnectionState().Version).To(BeNumerically(">=", tls.VersionTLS12))
 	})
 
-	It("lets an in-flight review finish when it is stopped", func() {
+	It("drains when it is stopped: keeps answering, closing each connection, with /readyz failing; then lets an in-flight review finish", func() {
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		// ping answers on a connection of its own; close is whether the
+		// server asked to close it (Connection: close).
+		ping := func() (body string, closed bool, err error) {
+			pc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+			resp, err := pc.Post("https://"+addr+"/ping", "application/json", nil) //nolint:noctx // a test request.
+			if err != nil {
+				return "", false, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			return string(b), resp.Close, err
+		}
+		readyz := func() (int, string) {
+			resp, err := http.Get("http://" + cfg.Health.BindAddress + "/readyz?verbose") //nolint:noctx // a test probe.
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(b)
+		}
+		// Before: kept-alive answers, and ready.
+		body, closed, err := ping()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(body).To(Equal("pong"))
+		Expect(closed).To(BeFalse(), "a serving replica keeps connections alive")
+		code, _ := readyz()
+		Expect(code).To(Equal(http.StatusOK))
+
 		type result struct {
 			body string
 			err  error
@@ -218,15 +170,26 @@ var _ = Describe("modelgate serve", Ordered, func() {
 			got <- result{body: string(b), err: err}
 		}()
 		Eventually(inFlight).WithTimeout(10 * time.Second).Should(BeClosed())
+		stopped := time.Now()
 		cancelFn()
+		// Draining: not ready, and still answering new connections, each
+		// answer closing its connection.
+		Eventually(func() int { code, _ := readyz(); return code }).WithTimeout(2 * time.Second).Should(Equal(http.StatusInternalServerError), "controller-runtime answers a failing readyz check with 500")
+		_, verbose := readyz()
+		Expect(verbose).To(ContainSubstring("[-]shutdown failed"))
+		body, closed, err = ping()
+		Expect(err).NotTo(HaveOccurred(), "a draining replica still answers")
+		Expect(body).To(Equal("pong"))
+		Expect(closed).To(BeTrue(), "a draining replica closes each connection after its answer")
 		var r result
 		Eventually(got).WithTimeout(15 * time.Second).Should(Receive(&r))
 		Expect(r.err).NotTo(HaveOccurred())
 		Expect(r.body).To(Equal("finished"))
 		Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
+		Expect(time.Since(stopped)).To(BeNumerically(">=", cfg.DrainPeriod.Duration), "it stopped before the drain period ended")
 
 		// And once stopped, it no longer accepts connections.
-		_, err := net.DialTimeout("tcp", addr, time.Second)
+		_, err = net.DialTimeout("tcp", addr, time.Second)
 		Expect(err).To(HaveOccurred())
 	})
 })

@@ -156,6 +156,9 @@ func TestValidate(t *testing.T) {
 		"negative grace period": {
 			edit: func(c *config.Configuration) { c.ShutdownGracePeriod.Duration = -time.Second }, wantFields: []string{"shutdownGracePeriod"},
 		},
+		"negative drain period": {
+			edit: func(c *config.Configuration) { c.DrainPeriod.Duration = -time.Second }, wantFields: []string{"drainPeriod"},
+		},
 		"bad excluded namespace": {
 			edit:       func(c *config.Configuration) { c.Injection.ExcludedNamespaces = []string{"kube-system", "Bad_NS"} },
 			wantFields: []string{"injection.excludedNamespaces[1]"},

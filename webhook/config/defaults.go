@@ -23,6 +23,7 @@ const (
 	DefaultMetricsBindAddress  = ":8443"
 	DefaultHealthBindAddress   = ":8081"
 	DefaultShutdownGracePeriod = 30 * time.Second
+	DefaultDrainPeriod         = 10 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
 	DefaultEvaluationTimeout   = 2 * time.Second
 )
@@ -125,6 +126,9 @@ func Default(c *Configuration) {
 	}
 	if c.ShutdownGracePeriod == nil {
 		c.ShutdownGracePeriod = &metav1.Duration{Duration: DefaultShutdownGracePeriod}
+	}
+	if c.DrainPeriod == nil {
+		c.DrainPeriod = &metav1.Duration{Duration: DefaultDrainPeriod}
 	}
 	if c.Policy.EvaluationTimeout == nil {
 		c.Policy.EvaluationTimeout = &metav1.Duration{Duration: DefaultEvaluationTimeout}

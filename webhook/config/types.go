@@ -50,6 +50,15 @@ type Configuration struct {
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
 
+	// DrainPeriod is how long modelgate goes on serving once it is asked to
+	// stop, before it stops accepting connections and the shutdown grace
+	// period starts: /readyz fails and every answer closes its connection,
+	// so the API server moves to another replica without sending a review
+	// to a connection as it is closed. It must cover the time the Service
+	// takes to drop the terminating Pod from its endpoints. Defaults to
+	// 10s; 0 stops at once.
+	DrainPeriod *metav1.Duration `json:"drainPeriod,omitempty"`
+
 	// RecordKey seals the reserved metadata modelgate writes (owner, team,
 	// the injection record; see internal/seal). It is not part of the file:
 	// the server loads the key its replicas share when it starts

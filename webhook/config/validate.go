@@ -34,6 +34,9 @@ func (c *Configuration) Validate() field.ErrorList {
 	if d := c.ShutdownGracePeriod.Duration; d < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("shutdownGracePeriod"), d.String(), "must not be negative"))
 	}
+	if d := c.DrainPeriod.Duration; d < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("drainPeriod"), d.String(), "must not be negative"))
+	}
 
 	in := field.NewPath("injection")
 	for i, ns := range c.Injection.ExcludedNamespaces {
