@@ -157,6 +157,12 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model from a fake Hub on loopback against an io.Copy floor, in one run: throughput, peak RSS, re-fetch per SIGKILL, cache hit.
 	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
 
+.PHONY: soak
+soak: build $(ENVTEST_DEPS) ## Soak bin/modelgate against a real kube-apiserver and etcd: SOAK_DURATION (10m) of mixed reviews at the highest rate one CPU sustains, a rolling restart of two replicas under API server traffic, and attacks replayed; prints the report (SOAK_OUT to keep it in a file).
+	$(GO) build -o $(LOCALBIN)/soak ./hack/soak
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/soak --modelgate $(LOCALBIN)/modelgate --duration $${SOAK_DURATION:-10m} \
+		--phases $${SOAK_PHASES:-load,restart,attacks} $${SOAK_OUT:+--out $$SOAK_OUT}
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	@for pkg in $$($(GO) list $(GO_PACKAGES)); do \

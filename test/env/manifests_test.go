@@ -2,8 +2,10 @@ package env
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -445,6 +447,29 @@ func TestDeploymentAvailability(t *testing.T) {
 			}
 			if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
 				t.Errorf("readinessProbe %+v does not gate on /readyz", p)
+			}
+		})
+	}
+}
+
+// TestMetricsEndpoint checks that each install serves its metrics securely
+// (HTTPS, a token allowed to get /metrics) on the port the Deployment names
+// metrics, the one TestNetworkPolicy holds the NetworkPolicy to.
+func TestMetricsEndpoint(t *testing.T) {
+	for _, dir := range installs {
+		t.Run(dir, func(t *testing.T) {
+			objs := decoded(t, dir)
+			cfg := installConfiguration(t, objs)
+			if cfg.Metrics.Secure == nil || !*cfg.Metrics.Secure {
+				t.Errorf("metrics.secure is not true: the metrics are served over plain HTTP to whoever reaches the port")
+			}
+			_, port, err := net.SplitHostPort(cfg.Metrics.BindAddress)
+			if err != nil {
+				t.Fatalf("metrics.bindAddress %q: %v", cfg.Metrics.BindAddress, err)
+			}
+			d := only[*appsv1.Deployment](t, objs)
+			if want := strconv.Itoa(int(containerPort(t, d, "metrics"))); port != want {
+				t.Errorf("metrics.bindAddress %q, the container port named metrics is %s", cfg.Metrics.BindAddress, want)
 			}
 		})
 	}

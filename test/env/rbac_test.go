@@ -3,9 +3,11 @@ package env
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/webhook"
 )
@@ -15,7 +17,10 @@ import (
 // Secret but the record key's (which it may create) nor change a webhook
 // configuration or CRD; the self-managed one
 // adds only create on Secrets in modelgate's namespace and get/update on
-// the objects it names.
+// the objects it names. The secure metrics endpoint adds create on
+// TokenReviews and SubjectAccessReviews to modelgate's ClusterRole, and
+// the installs ship modelgate-metrics-reader (get on /metrics alone) for
+// the operator to bind to their scraper, bound to nobody.
 func TestLeastPrivilege(t *testing.T) {
 	rules := func(dir string) []rbacv1.PolicyRule {
 		var out []rbacv1.PolicyRule
@@ -44,6 +49,7 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+	checkMetricsRBAC(t, decoded(t, defaultInstall))
 	extra := 0
 	for _, r := range rules(filepath.Join(selfManagedInstall, "rbac")) {
 		extra++
@@ -58,6 +64,76 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if extra == 0 {
 		t.Errorf("%s/rbac grants nothing: self mode could not keep its Secret", selfManagedInstall)
+	}
+}
+
+// metricsReader is the ClusterRole a Prometheus is bound to
+// (config/rbac/metrics_reader_role.yaml, docs/operations.md "Metrics and
+// alerts").
+const metricsReader = "modelgate-metrics-reader"
+
+// checkMetricsRBAC checks the permissions behind the secure metrics
+// endpoint: modelgate may create TokenReviews and SubjectAccessReviews
+// (and nothing else on them), only modelgate-metrics-reader grants a
+// non-resource URL, get on /metrics alone, and the install binds it to
+// nobody: who scrapes is the operator's choice.
+func checkMetricsRBAC(t *testing.T, objs []client.Object) {
+	t.Helper()
+	reviews := map[string]string{"tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io"}
+	granted := map[string]bool{}
+	reader := false
+	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		if cr.Name == metricsReader {
+			reader = true
+			want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+			if !slices.EqualFunc(cr.Rules, want, func(a, b rbacv1.PolicyRule) bool {
+				return slices.Equal(a.NonResourceURLs, b.NonResourceURLs) && slices.Equal(a.Verbs, b.Verbs) &&
+					len(a.APIGroups)+len(a.Resources)+len(a.ResourceNames) == 0
+			}) {
+				t.Errorf("ClusterRole %s rules %+v, want get on /metrics alone", metricsReader, cr.Rules)
+			}
+			// Aggregated into view, edit or admin, every namespace viewer
+			// could read the metrics.
+			for l := range cr.Labels {
+				if strings.HasPrefix(l, "rbac.authorization.k8s.io/aggregate-to-") {
+					t.Errorf("ClusterRole %s is aggregated (label %s): only those bound to it may scrape", metricsReader, l)
+				}
+			}
+			continue
+		}
+		for _, r := range cr.Rules {
+			if len(r.NonResourceURLs) > 0 {
+				t.Errorf("ClusterRole %s grants non-resource URLs %v: only %s may", cr.Name, r.NonResourceURLs, metricsReader)
+			}
+			for _, res := range r.Resources {
+				group, ok := reviews[res]
+				if !ok {
+					continue
+				}
+				if !slices.Equal(r.APIGroups, []string{group}) || !slices.Equal(r.Verbs, []string{"create"}) || len(r.ResourceNames) > 0 {
+					t.Errorf("ClusterRole %s grants %v on %v %s: want create alone", cr.Name, r.Verbs, r.APIGroups, res)
+				}
+				granted[res] = true
+			}
+		}
+	}
+	if !reader {
+		t.Errorf("no ClusterRole %s: a scraper has nothing to be bound to", metricsReader)
+	}
+	for res := range reviews {
+		if !granted[res] {
+			t.Errorf("modelgate may not create %s: the metrics endpoint cannot authenticate or authorize a scraper", res)
+		}
+	}
+	for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
+		if b.RoleRef.Name == metricsReader {
+			t.Errorf("ClusterRoleBinding %s binds %s to %+v: the operator binds it to their scraper", b.Name, metricsReader, b.Subjects)
+		}
+	}
+	for _, b := range ofType[*rbacv1.RoleBinding](objs) {
+		if b.RoleRef.Name == metricsReader {
+			t.Errorf("RoleBinding %s/%s binds %s: the operator binds it to their scraper", b.Namespace, b.Name, metricsReader)
+		}
 	}
 }
 

@@ -38,6 +38,10 @@ var (
 	adminCfg *rest.Config
 	cancel   context.CancelFunc
 	stopped  chan struct{}
+	// metricsAddr is where the suite's modelgate serves its metrics:
+	// securely, as installs do, checking scrapers' tokens with the
+	// permissions config/rbac grants it.
+	metricsAddr string
 )
 
 var _ = BeforeSuite(func() {
@@ -59,6 +63,9 @@ var _ = BeforeSuite(func() {
 	wio := testEnv.WebhookInstallOptions
 	cfg := env.Configuration(testEnv)
 	cfg.Injection.Profiles = testProfiles
+	metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort())
+	cfg.Metrics.BindAddress = metricsAddr
+	Expect(*cfg.Metrics.Secure).To(BeTrue())
 	Expect(cfg.Validate()).To(BeEmpty())
 
 	// modelgate runs as its own service account, with config/rbac's
