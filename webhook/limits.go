@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -22,16 +24,17 @@ type Limits struct {
 	// about 3 MiB of JSON, so 7 MiB, controller-runtime's own cap, leaves
 	// room.
 	MaxRequestBytes int64
-	// MaxInFlightBytes bounds the bodies of the reviews handled at once.
-	// A review is counted at its Content-Length (MaxRequestBytes when the
-	// sender does not say) and at least minReviewBytes.
+	// MaxInFlightBytes bounds the bodies of the reviews handled at once,
+	// each counted at its length and at least minReviewBytes, and,
+	// separately, the bytes of bodies still being received (past the
+	// first freeReadBytes of each).
 	MaxInFlightBytes int64
 	// QueueWait is how long a review waits for room before it is refused
 	// (429); the API server then applies the webhook's failure policy.
 	QueueWait time.Duration
 	// ReadTimeout and WriteTimeout bound reading the request and writing
 	// the answer, from when the handler starts: a sender that trickles its
-	// body holds its room for at most ReadTimeout.
+	// body holds its reading room for at most ReadTimeout.
 	ReadTimeout, WriteTimeout time.Duration
 }
 
@@ -39,11 +42,16 @@ type Limits struct {
 // empty one allocates.
 const minReviewBytes = 16 << 10
 
+// freeReadBytes of every body are read without counting against the
+// reading budget: the API server's ordinary reviews (a few KB) never wait
+// behind large bodies being received.
+const freeReadBytes = 32 << 10
+
 // DefaultLimits are the limits the webhook server runs with: with the
-// manager's 256Mi memory limit and about 60 MB at rest, 8 MiB of bodies in
-// flight is about 200 MB at the worst, while hundreds of ordinary reviews
-// (a few KB each) run at once. The timeouts sit inside the webhooks' 5s
-// timeoutSeconds.
+// manager's 256Mi memory limit and about 80 MB under load, 8 MiB of bodies
+// in flight is about 200 MB at the worst, while hundreds of ordinary
+// reviews (a few KB each) run at once. The timeouts sit inside the
+// webhooks' 5s timeoutSeconds.
 func DefaultLimits() Limits {
 	return Limits{
 		MaxRequestBytes:  7 << 20,
@@ -54,18 +62,25 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Limiter is one budget of in-flight bytes shared by the handlers it wraps.
+// Limiter is the budgets shared by the handlers it wraps. A review is
+// received first, its bytes past freeReadBytes counted against the
+// reading budget as they arrive (never what a sender only declares); once
+// whole, it is counted against the in-flight budget for as long as it is
+// handled. So a sender that trickles a large body holds reading budget
+// only: other large bodies wait, but the reviews being handled, and the
+// small ones arriving, do not. make soak's slow-bodies attack measures it.
 type Limiter struct {
-	l   Limits
-	sem *semaphore.Weighted
+	l                 Limits
+	inFlight, reading *semaphore.Weighted
 }
 
-// NewLimiter returns a limiter with its own budget.
+// NewLimiter returns a limiter with its own budgets (MaxInFlightBytes
+// each).
 func NewLimiter(l Limits) *Limiter {
-	return &Limiter{l: l, sem: semaphore.NewWeighted(l.MaxInFlightBytes)}
+	return &Limiter{l: l, inFlight: semaphore.NewWeighted(l.MaxInFlightBytes), reading: semaphore.NewWeighted(l.MaxInFlightBytes)}
 }
 
-// Wrap puts h behind the limiter's budget.
+// Wrap puts h behind the limiter's budgets.
 func (lm *Limiter) Wrap(h http.Handler) http.Handler {
 	return &limited{Limiter: lm, next: h}
 }
@@ -87,36 +102,95 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = rc.SetReadDeadline(now.Add(h.l.ReadTimeout))
 	_ = rc.SetWriteDeadline(now.Add(h.l.WriteTimeout))
 
-	size := r.ContentLength
-	if size > h.l.MaxRequestBytes {
+	if size := r.ContentLength; size > h.l.MaxRequestBytes {
 		http.Error(w, fmt.Sprintf("request body of %d bytes is larger than the %d bytes a review may have", size, h.l.MaxRequestBytes),
 			http.StatusRequestEntityTooLarge)
 		return
 	}
-	weight := size
-	if weight < 0 {
-		weight = h.l.MaxRequestBytes
+	body, held, err := h.receive(r.Context(), w, r.Body, r.ContentLength)
+	defer func() { h.reading.Release(held) }()
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.Is(err, errTooBusy):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+		case errors.As(err, &tooLarge):
+			http.Error(w, fmt.Sprintf("request body is larger than the %d bytes a review may have", h.l.MaxRequestBytes),
+				http.StatusRequestEntityTooLarge)
+		default:
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		}
+		return
 	}
-	weight = min(max(weight, minReviewBytes), h.l.MaxInFlightBytes)
-	if err := h.acquire(r.Context(), weight); err != nil {
+	weight := min(max(int64(len(body)), minReviewBytes), h.l.MaxInFlightBytes)
+	if err := acquire(r.Context(), h.inFlight, weight, h.l.QueueWait); err != nil {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
 		return
 	}
-	defer h.sem.Release(weight)
-	r.Body = http.MaxBytesReader(w, r.Body, h.l.MaxRequestBytes)
+	defer h.inFlight.Release(weight)
+	// The body is whole and counted in flight: its reading room is free.
+	h.reading.Release(held)
+	held = 0
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
 	h.next.ServeHTTP(w, r)
 }
 
-// acquire waits up to QueueWait for room for weight bytes.
-func (h *limited) acquire(ctx context.Context, weight int64) error {
-	if h.sem.TryAcquire(weight) {
+// receive reads the whole body, at most MaxRequestBytes, growing its
+// buffer only as bytes arrive and counting every byte of it past
+// freeReadBytes against the reading budget before it is allocated. It
+// returns the body and the reading budget held, which the caller releases
+// (also on error).
+func (h *limited) receive(ctx context.Context, w http.ResponseWriter, body io.Reader, declared int64) ([]byte, int64, error) {
+	rd := http.MaxBytesReader(w, io.NopCloser(body), h.l.MaxRequestBytes)
+	// One byte more than declared, so the end is read without growing.
+	limit := h.l.MaxRequestBytes + 1
+	if declared >= 0 {
+		limit = min(limit, declared+1)
+	}
+	buf := make([]byte, 0, min(max(limit, 512), freeReadBytes))
+	var held int64
+	for {
+		if len(buf) == cap(buf) {
+			grown := int64(cap(buf)) * 2
+			if grown > limit && int64(cap(buf)) < limit {
+				grown = limit
+			}
+			if need := max(grown-freeReadBytes, 0) - held; need > 0 {
+				if need > h.l.MaxInFlightBytes-held {
+					need = max(h.l.MaxInFlightBytes-held, 0)
+				}
+				if err := acquire(ctx, h.reading, need, h.l.QueueWait); err != nil {
+					return nil, held, err
+				}
+				held += need
+			}
+			next := make([]byte, len(buf), grown)
+			copy(next, buf)
+			buf = next
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, held, nil
+		case err != nil:
+			return nil, held, err //nolint:wrapcheck // the reader's error is what the answer says.
+		}
+	}
+}
+
+// acquire waits up to wait for weight of sem.
+func acquire(ctx context.Context, sem *semaphore.Weighted, weight int64, wait time.Duration) error {
+	if sem.TryAcquire(weight) {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.l.QueueWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	if err := h.sem.Acquire(ctx, weight); err != nil {
-		return fmt.Errorf("%w: waited %s for room for %d bytes", errTooBusy, h.l.QueueWait, weight)
+	if err := sem.Acquire(ctx, weight); err != nil {
+		return fmt.Errorf("%w: waited %s for room for %d bytes", errTooBusy, wait, weight)
 	}
 	return nil
 }

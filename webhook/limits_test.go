@@ -108,6 +108,9 @@ func TestLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
+		mu.Lock()
+		called := len(bodyErrs)
+		mu.Unlock()
 		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
 		start := time.Now()
 		resp, err := io.ReadAll(conn)
@@ -117,12 +120,12 @@ func TestLimits(t *testing.T) {
 		if err == nil && !strings.Contains(string(resp), "400") {
 			t.Errorf("answer %q, want a 400 or a closed connection", resp)
 		}
+		// The limiter receives the body: the handler never sees a partial one.
 		mu.Lock()
-		last := bodyErrs[len(bodyErrs)-1]
-		mu.Unlock()
-		if last == nil {
-			t.Error("the handler read the whole trickled body")
+		if len(bodyErrs) != called {
+			t.Errorf("the handler was called with the trickled body (%v)", bodyErrs[len(bodyErrs)-1])
 		}
+		mu.Unlock()
 		// Its room is back.
 		if got := post(make([]byte, 60<<10), false); got != http.StatusOK {
 			t.Errorf("after the timeout: status %d, want 200", got)
@@ -140,10 +143,51 @@ func TestLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("status %d, want 400 (body cut at 64 KiB)", resp.StatusCode)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("status %d, want 413 (body cut at 64 KiB)", resp.StatusCode)
 		}
 	})
+}
+
+// TestTricklingBodiesHoldNoInFlightRoom is make soak's slow-bodies attack:
+// senders that declare large bodies and trickle them used to hold the
+// in-flight budget (counted at their Content-Length) for the whole read
+// timeout, and every review behind them got 429. They now hold only
+// reading room for what they sent.
+func TestTricklingBodiesHoldNoInFlightRoom(t *testing.T) {
+	l := testLimits()
+	l.ReadTimeout = 5 * time.Second
+	srv := httptest.NewServer(NewLimiter(l).Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})))
+	defer srv.Close()
+	// Two senders declare 50 KiB each (100 KiB: the whole in-flight budget,
+	// as they were counted before) and stop after 40 KiB.
+	for range 2 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", 50<<10, bytes.Repeat([]byte("a"), 40<<10))
+	}
+	time.Sleep(200 * time.Millisecond) // both are being received
+	for _, size := range []int{2 << 10, 40 << 10} {
+		start := time.Now()
+		resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(make([]byte, size))) //nolint:noctx // a test request.
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("a whole %d KiB review while two bodies trickle: status %d, want 200", size>>10, resp.StatusCode)
+		}
+		if d := time.Since(start); d >= l.QueueWait {
+			t.Errorf("a whole %d KiB review waited %s for room", size>>10, d)
+		}
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
