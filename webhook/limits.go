@@ -64,7 +64,7 @@ func DefaultLimits() Limits {
 
 // Limiter is the budgets shared by the handlers it wraps. A review is
 // received first, its bytes past freeReadBytes counted against the
-// reading budget as they arrive (never what a sender only declares); once
+// reading budget; once
 // whole, it is counted against the in-flight budget for as long as it is
 // handled. So a sender that trickles a large body holds reading budget
 // only: other large bodies wait, but the reviews being handled, and the
@@ -138,11 +138,13 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(w, r)
 }
 
-// receive reads the whole body, at most MaxRequestBytes, growing its
-// buffer only as bytes arrive and counting every byte of it past
-// freeReadBytes against the reading budget before it is allocated. It
-// returns the body and the reading budget held, which the caller releases
-// (also on error).
+// receive reads the whole body, at most MaxRequestBytes, counting every
+// byte of its buffer past freeReadBytes against the reading budget before
+// it is allocated: at once for a body whose length is declared (the API
+// server always declares it; counting it in parts would let two large
+// bodies each hold half the budget and wait for the rest), and as the
+// buffer grows for one sent in chunks. It returns the body and the
+// reading budget held, which the caller releases (also on error).
 func (h *limited) receive(ctx context.Context, w http.ResponseWriter, body io.Reader, declared int64) ([]byte, int64, error) {
 	rd := http.MaxBytesReader(w, io.NopCloser(body), h.l.MaxRequestBytes)
 	// One byte more than declared, so the end is read without growing.
@@ -150,26 +152,36 @@ func (h *limited) receive(ctx context.Context, w http.ResponseWriter, body io.Re
 	if declared >= 0 {
 		limit = min(limit, declared+1)
 	}
-	buf := make([]byte, 0, min(max(limit, 512), freeReadBytes))
 	var held int64
+	// room makes the buffer's capacity c, counted first.
+	room := func(buf []byte, c int64) ([]byte, error) {
+		if need := min(max(c-freeReadBytes, 0), h.l.MaxInFlightBytes) - held; need > 0 {
+			if err := acquire(ctx, h.reading, need, h.l.QueueWait); err != nil {
+				return nil, err
+			}
+			held += need
+		}
+		next := make([]byte, len(buf), c)
+		copy(next, buf)
+		return next, nil
+	}
+	initial := min(max(limit, 512), freeReadBytes)
+	if declared >= 0 {
+		initial = limit
+	}
+	buf, err := room(nil, initial)
+	if err != nil {
+		return nil, held, err
+	}
 	for {
 		if len(buf) == cap(buf) {
-			grown := int64(cap(buf)) * 2
-			if grown > limit && int64(cap(buf)) < limit {
-				grown = limit
+			grown := min(int64(cap(buf))*2, limit)
+			if grown <= int64(cap(buf)) { // the declared length was wrong: MaxBytesReader or EOF decide
+				grown = int64(cap(buf)) + 512
 			}
-			if need := max(grown-freeReadBytes, 0) - held; need > 0 {
-				if need > h.l.MaxInFlightBytes-held {
-					need = max(h.l.MaxInFlightBytes-held, 0)
-				}
-				if err := acquire(ctx, h.reading, need, h.l.QueueWait); err != nil {
-					return nil, held, err
-				}
-				held += need
+			if buf, err = room(buf, grown); err != nil {
+				return nil, held, err
 			}
-			next := make([]byte, len(buf), grown)
-			copy(next, buf)
-			buf = next
 		}
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
