@@ -174,7 +174,7 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		cancelFn()
 		// Draining: not ready, and still answering new connections, each
 		// answer closing its connection.
-		Eventually(func() int { code, _ := readyz(); return code }).WithTimeout(2 * time.Second).Should(Equal(http.StatusInternalServerError), "controller-runtime answers a failing readyz check with 500")
+		Eventually(func() int { code, _ := readyz(); return code }).WithTimeout(2*time.Second).Should(Equal(http.StatusInternalServerError), "controller-runtime answers a failing readyz check with 500")
 		_, verbose := readyz()
 		Expect(verbose).To(ContainSubstring("[-]shutdown failed"))
 		body, closed, err = ping()
