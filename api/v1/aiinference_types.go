@@ -244,6 +244,7 @@ type SchedulingSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=aii,categories=modelgate
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.model.uri",priority=1

@@ -78,6 +78,7 @@ type GPU struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:deprecatedversion:warning="serving.modelgate.io/v1alpha1 AIInference is deprecated; use serving.modelgate.io/v1 (see docs/api/aiinference.md)"
 // +kubebuilder:resource:shortName=aii,categories=modelgate
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.modelSource",priority=1

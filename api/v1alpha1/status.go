@@ -43,6 +43,19 @@ type AIInferenceStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
+	// replicas is the number of Pods of the AIInference's Deployment: the
+	// scale subresource's status replicas (kubectl scale, an HPA, KEDA).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// selector is the label selector of those Pods, in its string form:
+	// the scale subresource's selector, which an HPA reads to find the
+	// Pods' metrics.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Selector string `json:"selector,omitempty"`
+
 	// modelLoaded reports that the model has been fetched and loaded.
 	// +optional
 	ModelLoaded bool `json:"modelLoaded,omitempty"`

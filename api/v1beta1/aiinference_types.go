@@ -183,6 +183,7 @@ type WarmupSpec struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=aii,categories=modelgate
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.model.uri",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"

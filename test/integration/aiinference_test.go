@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -129,6 +130,46 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		want.Replicas = ptr.To[int32](3)
 		Expect(obj.Spec).To(Equal(*want), "everything v1alpha1 cannot show came back from the annotation")
 		Expect(obj.Annotations).NotTo(HaveKey(servingv1.ConversionDataAnnotation), "the annotation never reaches the stored v1 object")
+	})
+
+	It("scales through the scale subresource in every version, as kubectl scale and an HPA do", func() {
+		// A namespace of its own: the listing spec counts the others.
+		own := namespace(ctx, nil)
+		scaledKey := client.ObjectKey{Namespace: own, Name: "scaled"}
+		obj := &servingv1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "scaled"},
+			Spec: servingv1.AIInferenceSpec{Model: servingv1.ModelSpec{URI: "hf://meta-llama/Llama-3.1-8B-Instruct", Revision: llamaRevision},
+				Replicas: ptr.To[int32](1)},
+		}
+		Expect(c.Create(ctx, obj)).To(Succeed())
+		// The controller's status: the Deployment's Pod count and selector.
+		obj.Status.Replicas = 1
+		obj.Status.Selector = "serving.modelgate.io/inference=scaled"
+		Expect(c.Status().Update(ctx, obj)).To(Succeed())
+
+		scale := &autoscalingv1.Scale{}
+		Expect(c.SubResource("scale").Get(ctx, obj, scale)).To(Succeed())
+		Expect(scale.Spec.Replicas).To(Equal(int32(1)))
+		Expect(scale.Status.Replicas).To(Equal(int32(1)))
+		Expect(scale.Status.Selector).To(Equal("serving.modelgate.io/inference=scaled"), "an HPA finds the Pods by it")
+
+		scale.Spec.Replicas = 3
+		Expect(c.SubResource("scale").Update(ctx, obj, client.WithSubResourceBody(scale))).To(Succeed())
+		Expect(c.Get(ctx, scaledKey, obj)).To(Succeed())
+		Expect(obj.Spec.Replicas).To(Equal(ptr.To[int32](3)))
+
+		By("through v1alpha1, the scale and the status convert")
+		alpha := &servingv1alpha1.AIInference{}
+		Expect(c.Get(ctx, scaledKey, alpha)).To(Succeed())
+		Expect(alpha.Spec.Replicas).To(Equal(ptr.To[int32](3)))
+		Expect(alpha.Status.Replicas).To(Equal(int32(1)))
+		Expect(alpha.Status.Selector).To(Equal("serving.modelgate.io/inference=scaled"))
+		alphaScale := &autoscalingv1.Scale{}
+		Expect(c.SubResource("scale").Get(ctx, alpha, alphaScale)).To(Succeed())
+		alphaScale.Spec.Replicas = 0
+		Expect(c.SubResource("scale").Update(ctx, alpha, client.WithSubResourceBody(alphaScale))).To(Succeed())
+		Expect(c.Get(ctx, scaledKey, obj)).To(Succeed())
+		Expect(obj.Spec.Replicas).To(Equal(ptr.To[int32](0)), "scaled to zero through v1alpha1")
 	})
 
 	It("lists the same objects in every version, as kubectl get does", func() {

@@ -107,8 +107,14 @@ func Status(ai *servingv1.AIInference, obs Observed, now time.Time) (servingv1.A
 	current := currentPods(obs)
 	v := phaseOf(ai, obs, current, now)
 	out.Phase = v.phase
-	if obs.Deployment != nil {
-		out.ReadyReplicas = obs.Deployment.Status.ReadyReplicas
+	if d := obs.Deployment; d != nil {
+		out.ReadyReplicas = d.Status.ReadyReplicas
+		// The scale subresource's status: an HPA finds the Pods by the
+		// selector and compares their count with what it asked for.
+		out.Replicas = d.Status.Replicas
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && d.Spec.Selector != nil {
+			out.Selector = sel.String()
+		}
 	}
 	out.ModelLoaded = modelLoaded(current)
 	if out.Phase != prev.Phase || out.LastTransitionTime == nil {

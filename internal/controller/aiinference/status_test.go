@@ -79,7 +79,8 @@ func runningSince(t time.Time) corev1.ContainerState {
 func deployment(replicas, ready int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "llama", Generation: 3, Annotations: map[string]string{revisionAnnotation: "2"}},
-		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(replicas)},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"serving.modelgate.io/inference": "llama"}}},
 		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: replicas, UpdatedReplicas: replicas,
 			ReadyReplicas: ready, AvailableReplicas: ready, Conditions: conds},
 	}
@@ -232,6 +233,13 @@ func TestStatus(t *testing.T) {
 				if c.ObservedGeneration != 7 {
 					t.Errorf("condition %s stamped with generation %d, want 7", c.Type, c.ObservedGeneration)
 				}
+			}
+			if d := tc.obs.Deployment; d != nil {
+				if st.Replicas != d.Status.Replicas || st.Selector != "serving.modelgate.io/inference=llama" {
+					t.Errorf("scale status: replicas %d selector %q; want %d and the Deployment's selector", st.Replicas, st.Selector, d.Status.Replicas)
+				}
+			} else if st.Replicas != 0 || st.Selector != "" {
+				t.Errorf("scale status without a Deployment: replicas %d selector %q", st.Replicas, st.Selector)
 			}
 			if !recheck.Equal(tc.recheck) {
 				t.Errorf("recheck at %s, want %s", recheck, tc.recheck)
