@@ -1,0 +1,251 @@
+package aiinference
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+)
+
+// FieldManager is the server-side apply field manager the controller
+// writes its children under: fields it never sets (kubectl rollout
+// restart's annotation, other tools' labels) belong to others and stay.
+const FieldManager = "modelgate-aiinference"
+
+// Reconciler turns an AIInference into its Deployment and Service and
+// writes its status.
+type Reconciler struct {
+	Client  client.Client
+	Scheme  *runtime.Scheme
+	Engines map[servingv1.EngineName]Engine
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// SetupWithManager watches AIInferences, the children they control, and
+// the ReplicaSets and Pods of those children (by InferenceLabel).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name, ok := o.GetLabels()[InferenceLabel]
+		if !ok {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetLabels()[InferenceLabel]
+		return ok
+	}))
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("aiinference").
+		For(&servingv1.AIInference{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.Service{}).
+		Watches(&appsv1.ReplicaSet{}, byLabel, labelled).
+		Watches(&corev1.Pod{}, byLabel, labelled).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up the AIInference controller: %w", err)
+	}
+	return nil
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ai := &servingv1.AIInference{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ai); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if ai.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // garbage collection removes the children
+	}
+	obs := Observed{}
+	var writeErr error
+	d, err := Deployment(ai, r.engines())
+	if err != nil {
+		obs.Problem = &ChildProblem{Reason: ReasonChildNotWritten, Message: err.Error()}
+	} else {
+		live, problem, err := r.apply(ctx, ai, d)
+		obs.Deployment, obs.Problem, writeErr = live, problem, err
+		if obs.Problem == nil && writeErr == nil {
+			_, obs.Problem, writeErr = r.apply(ctx, ai, Service(ai))
+		}
+	}
+	if obs.Deployment != nil {
+		if err := r.children(ctx, ai, &obs); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	status, recheck := Status(ai, obs, r.now())
+	if !equality.Semantic.DeepEqual(status, ai.Status) {
+		ai.Status = status
+		if err := r.Client.Status().Update(ctx, ai); err != nil {
+			return reconcile.Result{}, fmt.Errorf("writing the status of AIInference %s: %w", req.NamespacedName, err)
+		}
+	}
+	if writeErr != nil {
+		return reconcile.Result{}, writeErr
+	}
+	if !recheck.IsZero() {
+		return reconcile.Result{RequeueAfter: max(recheck.Sub(r.now()), time.Second)}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// apply writes a child with server-side apply unless that would change
+// nothing: a dry run first, compared with the live object, so that an
+// unchanged AIInference never writes even though the webhook decorates
+// what is applied. A child of the same name this AIInference does not
+// control is left alone and reported; so is a write the API server
+// refuses (a policy denial).
+func (r *Reconciler) apply(ctx context.Context, ai *servingv1.AIInference, obj client.Object) (*appsv1.Deployment, *ChildProblem, error) {
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	key := client.ObjectKeyFromObject(obj)
+	live, err := r.live(ctx, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	if live != nil && !metav1.IsControlledBy(live, ai) {
+		return nil, &ChildProblem{Reason: ReasonNameConflict,
+			Message: fmt.Sprintf("%s %s exists and is not controlled by this AIInference: it is left alone", kind, key)}, nil
+	}
+	if err := controllerutil.SetControllerReference(ai, obj, r.Scheme); err != nil {
+		return nil, nil, fmt.Errorf("owning %s %s: %w", kind, key, err)
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding %s %s: %w", kind, key, err)
+	}
+	delete(u, "status")
+	if m, ok := u["metadata"].(map[string]any); ok {
+		delete(m, "creationTimestamp")
+	}
+	applied := &unstructured.Unstructured{}
+	applied.SetUnstructuredContent(u)
+	if live != nil {
+		dry := applied.DeepCopy()
+		if err := r.Client.Patch(ctx, dry, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+			return nil, problemOf(kind, key, err), nil
+		}
+		if sameObject(dry, live) {
+			return deploymentOf(live), nil, nil
+		}
+	}
+	if err := r.Client.Patch(ctx, applied, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if p := problemOf(kind, key, err); p != nil {
+			return nil, p, nil
+		}
+		return nil, nil, fmt.Errorf("applying %s %s: %w", kind, key, err)
+	}
+	written, err := r.live(ctx, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	return deploymentOf(written), nil, nil
+}
+
+// live reads a child as it is, nil when there is none.
+func (r *Reconciler) live(ctx context.Context, obj client.Object) (client.Object, error) {
+	out, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, errors.New("a child that is not an object")
+	}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), out); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	return out, nil
+}
+
+// children reads the Deployment's ReplicaSets and Pods from the cache.
+func (r *Reconciler) children(ctx context.Context, ai *servingv1.AIInference, obs *Observed) error {
+	sel := client.MatchingLabels{InferenceLabel: ai.Name}
+	var rss appsv1.ReplicaSetList
+	if err := r.Client.List(ctx, &rss, client.InNamespace(ai.Namespace), sel); err != nil {
+		return fmt.Errorf("listing ReplicaSets: %w", err)
+	}
+	for _, rs := range rss.Items {
+		if metav1.IsControlledBy(&rs, obs.Deployment) {
+			obs.ReplicaSets = append(obs.ReplicaSets, rs)
+		}
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(ai.Namespace), sel); err != nil {
+		return fmt.Errorf("listing Pods: %w", err)
+	}
+	obs.Pods = pods.Items
+	return nil
+}
+
+// problemOf turns a refusal of a child into the status's cause; nil for
+// errors worth retrying.
+func problemOf(kind string, key client.ObjectKey, err error) *ChildProblem {
+	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "denied the request"),
+		apierrors.IsInvalid(err) && strings.Contains(err.Error(), "denied the request"):
+		return &ChildProblem{Reason: ReasonPolicyDenied, Message: fmt.Sprintf("%s %s: %v", kind, key, err)}
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		return &ChildProblem{Reason: ReasonChildNotWritten, Message: fmt.Sprintf("%s %s: %v", kind, key, err)}
+	}
+	return nil
+}
+
+func (r *Reconciler) engines() map[servingv1.EngineName]Engine {
+	if r.Engines == nil {
+		return DefaultEngines
+	}
+	return r.Engines
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+// sameObject reports whether what a dry-run apply would leave equals the
+// live object in everything the controller cares for: labels,
+// annotations, owners and spec.
+func sameObject(dry *unstructured.Unstructured, live client.Object) bool {
+	l, err := runtime.DefaultUnstructuredConverter.ToUnstructured(live)
+	if err != nil {
+		return false
+	}
+	d := dry.Object
+	for _, path := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}, {"metadata", "ownerReferences"}} {
+		a, _, _ := unstructured.NestedFieldNoCopy(d, path...)
+		b, _, _ := unstructured.NestedFieldNoCopy(l, path...)
+		if !equality.Semantic.DeepEqual(a, b) {
+			return false
+		}
+	}
+	return true
+}
+
+// deploymentOf is obj if it is a Deployment.
+func deploymentOf(obj client.Object) *appsv1.Deployment {
+	d, _ := obj.(*appsv1.Deployment)
+	return d
+}
