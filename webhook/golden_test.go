@@ -136,6 +136,20 @@ type goldenInput struct {
 	raw        []byte
 }
 
+// readGoldenOutput reads <name>.out.yaml as JSON.
+func readGoldenOutput(t *testing.T, name string) []byte {
+	t.Helper()
+	outYAML, err := os.ReadFile(filepath.Join(goldenDir, name+".out.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := yaml.YAMLToJSON(outYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // readGoldenInput reads a hand-written input strictly (a misspelt field
 // fails the test) into its typed object and marshals that, so the request
 // carries what the API server would: every field of the typed object.
@@ -186,14 +200,7 @@ func TestGoldenOptOut(t *testing.T) {
 	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			obj := readGoldenInput(t, in)
-			outYAML, err := os.ReadFile(filepath.Join(goldenDir, name+".out.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := yaml.YAMLToJSON(outYAML)
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := readGoldenOutput(t, name)
 			optOut := editMetas(t, obj.kind, out, func(m *metav1.ObjectMeta) { delete(m.Annotations, annotations.Inject) })
 
 			resp := h.Handle(ctx, obj.request(admissionv1.Update, optOut, out))
@@ -283,14 +290,7 @@ func TestGoldenUnsealed(t *testing.T) {
 	for name, in := range goldenInputs(t) {
 		t.Run(name, func(t *testing.T) {
 			obj := readGoldenInput(t, in)
-			outYAML, err := os.ReadFile(filepath.Join(goldenDir, name+".out.yaml"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := yaml.YAMLToJSON(outYAML) // its seals are "<seal>": none verifies
-			if err != nil {
-				t.Fatal(err)
-			}
+			out := readGoldenOutput(t, name) // its seals are "<seal>": none verifies
 			resp := h.Handle(context.Background(), obj.request(admissionv1.Create, out, nil))
 			if !resp.Allowed {
 				t.Fatalf("an unsealed injected %s is refused: %+v", obj.kind, resp.Result)

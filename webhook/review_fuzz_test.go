@@ -9,9 +9,7 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -45,7 +43,7 @@ const (
 var reviewSpecs = []func() corev1.PodSpec{
 	func() corev1.PodSpec { return userPod(nil, nil).Spec },
 	vllmSpec,
-	func() corev1.PodSpec { return *podSpecOf(builders.New("Pod", builders.Options{})) },
+	func() corev1.PodSpec { return *builders.PodSpecOf(builders.New("Pod", builders.Options{})) },
 }
 
 // vllmSpec is a vLLM server as GPU manifests publish it.
@@ -100,27 +98,8 @@ func vllmSpec() corev1.PodSpec {
 // labels on both; for a Pod, both sets of annotations go on the Pod.
 func reviewObject(kind string, spec corev1.PodSpec, objAnn, tplAnn, labels map[string]string) client.Object {
 	obj := object(kind, nsPlain, builders.Options{Annotations: objAnn, Labels: labels, TemplateAnnotations: tplAnn, TemplateLabels: labels})
-	*podSpecOf(obj) = spec
+	*builders.PodSpecOf(obj) = spec
 	return obj
-}
-
-// podSpecOf returns the object's pod spec: a Pod's own, or its pod
-// template's.
-func podSpecOf(obj client.Object) *corev1.PodSpec {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return &o.Spec
-	case *appsv1.Deployment:
-		return &o.Spec.Template.Spec
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template.Spec
-	case *batchv1.Job:
-		return &o.Spec.Template.Spec
-	case *batchv1.CronJob:
-		return &o.Spec.JobTemplate.Spec.Template.Spec
-	default:
-		panic(fmt.Sprintf("no pod spec in %T", obj))
-	}
 }
 
 // keyValues reads "key=value" lines; a key without a '/' is a modelgate.io
@@ -233,7 +212,7 @@ func FuzzReview(f *testing.F) {
 		if len(patchesOf(resp)) > 0 {
 			after := decodeAs(t, kind, out)
 			owned := provenOwned(obj, recordMeta, key, flags)
-			if lost := lostUserFields(podSpecOf(obj), podSpecOf(after), owned); len(lost) > 0 {
+			if lost := lostUserFields(builders.PodSpecOf(obj), builders.PodSpecOf(after), owned); len(lost) > 0 {
 				t.Fatalf("%s %s: the patch took away what the input had:\n  %s\ninput: %s\npatch: %s",
 					kind, req.Operation, strings.Join(lost, "\n  "), raw, resp.Patch)
 			}

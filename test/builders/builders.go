@@ -4,6 +4,8 @@
 package builders
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,25 @@ func Empty(kind string) client.Object {
 		return &batchv1.CronJob{}
 	default:
 		panic("builders: unknown kind " + kind)
+	}
+}
+
+// PodSpecOf returns the object's pod spec: a Pod's own, or its pod
+// template's.
+func PodSpecOf(obj client.Object) *corev1.PodSpec {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return &o.Spec
+	case *appsv1.Deployment:
+		return &o.Spec.Template.Spec
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template.Spec
+	case *batchv1.Job:
+		return &o.Spec.Template.Spec
+	case *batchv1.CronJob:
+		return &o.Spec.JobTemplate.Spec.Template.Spec
+	default:
+		panic(fmt.Sprintf("builders: no pod spec in %T", obj))
 	}
 }
 

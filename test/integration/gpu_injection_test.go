@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,24 +34,6 @@ func vllmAnnotations(model string) map[string]string {
 		annotations.Engine:        "vllm",
 		annotations.WarmupTimeout: "600",
 	}
-}
-
-// podSpecOf returns the pod (template) spec of a built or fetched object.
-func podSpecOf(obj client.Object) *corev1.PodSpec {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return &o.Spec
-	case *appsv1.Deployment:
-		return &o.Spec.Template.Spec
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template.Spec
-	case *batchv1.Job:
-		return &o.Spec.Template.Spec
-	case *batchv1.CronJob:
-		return &o.Spec.JobTemplate.Spec.Template.Spec
-	}
-	Fail(fmt.Sprintf("no pod spec in %T", obj))
-	return nil
 }
 
 func initContainerNames(spec *corev1.PodSpec) []string {
@@ -129,14 +110,14 @@ var _ = Describe("GPU workload injection", func() {
 			ns := namespace(ctx, nil)
 			obj := builders.New(kind, builders.Options{Namespace: ns, Name: "llm", TemplateAnnotations: vllmAnnotations(hfModel)})
 			Expect(alice.Create(ctx, obj)).To(Succeed())
-			expectVLLMInjection(podSpecOf(obj), hfModel)
+			expectVLLMInjection(builders.PodSpecOf(obj), hfModel)
 		})
 	}
 
 	It("ANDs the GPU requirement into an existing node affinity and keeps the rest", func() {
 		ns := namespace(ctx, nil)
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "affinity", TemplateAnnotations: vllmAnnotations(hfModel)})
-		spec := podSpecOf(obj)
+		spec := builders.PodSpecOf(obj)
 		zone := corev1.NodeSelectorRequirement{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}}
 		pool := corev1.NodeSelectorRequirement{Key: "pool", Operator: corev1.NodeSelectorOpIn, Values: []string{"reserved"}}
 		preferred := corev1.PreferredSchedulingTerm{Weight: 10, Preference: corev1.NodeSelectorTerm{
@@ -150,13 +131,13 @@ var _ = Describe("GPU workload injection", func() {
 		}}
 		Expect(alice.Create(ctx, obj)).To(Succeed())
 
-		got := podSpecOf(obj).Affinity.NodeAffinity
+		got := builders.PodSpecOf(obj).Affinity.NodeAffinity
 		terms := got.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 		Expect(terms).To(HaveLen(2), "terms are ORed: the GPU requirement goes into each, not a new one")
 		Expect(terms[0].MatchExpressions).To(ContainElement(zone))
 		Expect(terms[1].MatchExpressions).To(ContainElement(pool))
 		Expect(got.PreferredDuringSchedulingIgnoredDuringExecution).To(Equal([]corev1.PreferredSchedulingTerm{preferred}))
-		expectVLLMInjection(podSpecOf(obj), hfModel)
+		expectVLLMInjection(builders.PodSpecOf(obj), hfModel)
 	})
 
 	It("keeps a model-loader init container the user wrote, and still wires the volume", func() {
@@ -165,9 +146,9 @@ var _ = Describe("GPU workload injection", func() {
 		mine := corev1.Container{Name: "model-loader", Image: "registry.example.com/our/loader:7",
 			Args:         []string{"fetch", "everything"},
 			VolumeMounts: []corev1.VolumeMount{{Name: "model-store", MountPath: "/models"}}}
-		podSpecOf(obj).InitContainers = []corev1.Container{mine}
+		builders.PodSpecOf(obj).InitContainers = []corev1.Container{mine}
 		Expect(alice.Create(ctx, obj)).To(Succeed())
-		spec := podSpecOf(obj)
+		spec := builders.PodSpecOf(obj)
 		Expect(initContainerNames(spec)).To(Equal([]string{"model-loader"}))
 		Expect(spec.InitContainers[0].Image).To(Equal(mine.Image))
 		Expect(spec.InitContainers[0].Args).To(Equal(mine.Args))
@@ -234,7 +215,7 @@ var _ = Describe("GPU workload injection", func() {
 		before := reviewCount("Deployment")
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "not-opted-in", TemplateAnnotations: a})
 		Expect(alice.Create(ctx, obj)).To(Succeed())
-		spec := podSpecOf(obj)
+		spec := builders.PodSpecOf(obj)
 		Expect(spec.InitContainers).To(BeEmpty())
 		Expect(spec.Volumes).To(BeEmpty())
 		Expect(spec.Affinity).To(BeNil())
@@ -245,7 +226,7 @@ var _ = Describe("GPU workload injection", func() {
 	It("names the containers when it cannot tell which one serves the model", func() {
 		ns := namespace(ctx, nil)
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "two", TemplateAnnotations: vllmAnnotations(hfModel)})
-		spec := podSpecOf(obj)
+		spec := builders.PodSpecOf(obj)
 		spec.Containers = append(spec.Containers, corev1.Container{Name: "sidecar", Image: "envoyproxy/envoy:v1.31"})
 		err := alice.Create(ctx, obj)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "got %v", err)

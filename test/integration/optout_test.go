@@ -103,7 +103,7 @@ var _ = Describe("Opting out and removing annotations", func() {
 	It("removes the GPU limits, affinity and toleration when the GPU annotations go, keeping the user's", func() {
 		a := vllmAnnotations(hfModel)
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "gpu", TemplateAnnotations: a})
-		spec := podSpecOf(obj)
+		spec := builders.PodSpecOf(obj)
 		zone := corev1.NodeSelectorRequirement{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}}
 		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
@@ -134,7 +134,7 @@ var _ = Describe("Opting out and removing annotations", func() {
 		Eventually(func(g Gomega) {
 			probe := obj.DeepCopyObject().(client.Object)
 			g.Expect(alice.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-			g.Expect(initContainerNames(podSpecOf(probe))).To(Equal([]string{"model-loader"}))
+			g.Expect(initContainerNames(builders.PodSpecOf(probe))).To(Equal([]string{"model-loader"}))
 		}).Should(Succeed())
 		Expect(alice.Create(ctx, obj)).To(Succeed())
 		dep := obj.(*appsv1.Deployment)
