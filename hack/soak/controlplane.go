@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
 )
 
@@ -71,7 +71,7 @@ func startControlPlane(ctx context.Context, root, dir string) (cp *controlPlane,
 	if err != nil {
 		return nil, err
 	}
-	lbAddr, err := freeAddr()
+	lbAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func startControlPlane(ctx context.Context, root, dir string) (cp *controlPlane,
 		return cp, err
 	}
 	cp.modelgateKubeconfig = filepath.Join(dir, "modelgate.kubeconfig")
-	if err := writeKubeconfig(mg, cp.modelgateKubeconfig); err != nil {
+	if err := cluster.WriteKubeconfig(mg, cp.modelgateKubeconfig); err != nil {
 		return cp, err
 	}
 	dev, err := te.AddUser(envtest.User{Name: developerName, Groups: []string{"system:masters"}}, nil)
@@ -174,26 +174,4 @@ func (cp *controlPlane) stop() error {
 		return fmt.Errorf("stopping etcd and kube-apiserver: %w", err)
 	}
 	return nil
-}
-
-// writeKubeconfig writes a user's kubeconfig, readable by the owner only.
-func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
-	b, err := u.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("building kubeconfig: %w", err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-// freeAddr returns a free 127.0.0.1 address.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

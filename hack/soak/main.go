@@ -166,14 +166,8 @@ func run(o options) (err error) {
 	go lb.run(lbCtx)
 
 	a := replicas[0]
-	if err := a.start(); err != nil {
+	if err := bringUp(ctx, a, lb); err != nil {
 		return err
-	}
-	if err := a.waitReady(ctx, 60*time.Second); err != nil {
-		return err
-	}
-	for !lb.inRotation(a) && ctx.Err() == nil {
-		sleep(ctx, 20*time.Millisecond)
 	}
 	scr := newScraper(cp.metricsToken)
 	if err := cp.installPolicies(ctx, root); err != nil {
@@ -265,15 +259,24 @@ func withDrainPeriod(ctx context.Context, replicas []*replica, lb *balancer, d t
 			return err
 		}
 		lb.replaced(r)
-		if err := r.start(); err != nil {
+		if err := bringUp(ctx, r, lb); err != nil {
 			return err
 		}
-		if err := r.waitReady(ctx, 60*time.Second); err != nil {
-			return err
-		}
-		for !lb.inRotation(r) && ctx.Err() == nil {
-			sleep(ctx, 20*time.Millisecond)
-		}
+	}
+	return nil
+}
+
+// bringUp starts a replica and waits until it is ready and the balancer
+// routes to it.
+func bringUp(ctx context.Context, r *replica, lb *balancer) error {
+	if err := r.start(); err != nil {
+		return err
+	}
+	if err := r.waitReady(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	for !lb.inRotation(r) && ctx.Err() == nil {
+		sleep(ctx, 20*time.Millisecond)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -57,7 +58,7 @@ func newReplica(name, binary, dir string, cp *controlPlane) (*replica, error) {
 		configPath: filepath.Join(dir, name+".yaml"), logPath: filepath.Join(dir, name+".log")}
 	var err error
 	for _, a := range []*string{&r.webhookAddr, &r.healthAddr, &r.metricsAddr} {
-		if *a, err = freeAddr(); err != nil {
+		if *a, err = cluster.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
@@ -200,7 +201,7 @@ func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !r.ready(ctx) {
 		if !r.alive() {
-			return fmt.Errorf("%s exited (%v) before it was ready; last lines of %s:\n%s", r.name, r.exitErr(), r.logPath, tail(r.logPath, 15))
+			return fmt.Errorf("%s exited (%v) before it was ready; last lines of %s:\n%s", r.name, r.exitErr(), r.logPath, cluster.Tail(r.logPath, 15))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready within %s; see %s", r.name, timeout, r.logPath)
@@ -342,17 +343,4 @@ func sumSeries(text []byte, name string, matchers ...string) float64 {
 		}
 	}
 	return total
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(filepath.Clean(path))
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

@@ -164,7 +164,7 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 			return nil, "", fmt.Errorf("adding user %s: %w", u.Name, err)
 		}
 		path := filepath.Join(o.Dir, file)
-		return au, path, writeKubeconfig(au, path)
+		return au, path, WriteKubeconfig(au, path)
 	}
 	// The scheduler runs as itself, with the bootstrap RBAC a cluster
 	// gives it. The controller-manager uses shared credentials and so
@@ -217,7 +217,7 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 		return err
 	}
 	mgKC := filepath.Join(o.Dir, "modelgate.kubeconfig")
-	if err := writeKubeconfig(mg, mgKC); err != nil {
+	if err := WriteKubeconfig(mg, mgKC); err != nil {
 		return err
 	}
 	healthAddr, err := FreeAddr()

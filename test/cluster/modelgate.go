@@ -18,8 +18,8 @@ import (
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
-// writeKubeconfig writes a user's kubeconfig, readable by the owner only.
-func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
+// WriteKubeconfig writes a user's kubeconfig, readable by the owner only.
+func WriteKubeconfig(u *envtest.AuthenticatedUser, path string) error {
 	b, err := u.KubeConfig()
 	if err != nil {
 		return fmt.Errorf("building kubeconfig: %w", err)

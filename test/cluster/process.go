@@ -66,9 +66,9 @@ func (p *process) Exited() <-chan struct{} { return p.exited }
 // exitError describes an exit nobody asked for, with the log's last lines.
 func (p *process) exitError() error {
 	if p.err == nil {
-		return fmt.Errorf("%s exited with status 0; last lines of %s:\n%s", p.name, p.log, tail(p.log, 15))
+		return fmt.Errorf("%s exited with status 0; last lines of %s:\n%s", p.name, p.log, Tail(p.log, 15))
 	}
-	return fmt.Errorf("%s exited (%w); last lines of %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
+	return fmt.Errorf("%s exited (%w); last lines of %s:\n%s", p.name, p.err, p.log, Tail(p.log, 15))
 }
 
 // stop sends SIGTERM, waits up to stopTimeout, then kills the process
@@ -90,8 +90,8 @@ func (p *process) stop() error {
 	}
 }
 
-// tail returns the last n lines of a file, or a note that it cannot be read.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file, or a note that it cannot be read.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(filepath.Clean(path))
 	if err != nil {
 		return "(" + err.Error() + ")"
