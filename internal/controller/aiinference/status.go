@@ -105,7 +105,10 @@ func Status(ai *servingv1.AIInference, obs Observed, now time.Time) (servingv1.A
 		LastTransitionTime: prev.LastTransitionTime,
 	}
 	current := currentPods(obs)
-	v := phaseOf(ai, obs, current, now)
+	// A failure of the current revision: Failed, or, while an older one
+	// still serves, Progressing False.
+	failed, failing := podFailure(current, warmupTimeout(ai), now)
+	v := phaseOf(ai, obs, current, failed, failing)
 	out.Phase = v.phase
 	if d := obs.Deployment; d != nil {
 		out.ReadyReplicas = d.Status.ReadyReplicas
@@ -140,14 +143,14 @@ func Status(ai *servingv1.AIInference, obs Observed, now time.Time) (servingv1.A
 		}
 		set(ConditionModelLoaded, false, reason, msg)
 	}
-	progressing, preason, pmsg := progress(obs, v)
+	progressing, preason, pmsg := progress(obs, v, failed, failing)
 	set(ConditionProgressing, progressing, preason, pmsg)
 	return out, v.recheck
 }
 
 // phaseOf decides the phase: a child not written, then failures of the
 // current revision, then serving, then how far the current revision got.
-func phaseOf(ai *servingv1.AIInference, obs Observed, current []corev1.Pod, now time.Time) verdict {
+func phaseOf(ai *servingv1.AIInference, obs Observed, current []corev1.Pod, failed verdict, failing bool) verdict {
 	if p := obs.Problem; p != nil {
 		return verdict{phase: servingv1.PhaseFailed, reason: p.Reason, message: p.Message}
 	}
@@ -155,7 +158,7 @@ func phaseOf(ai *servingv1.AIInference, obs Observed, current []corev1.Pod, now 
 	if d == nil {
 		return verdict{phase: servingv1.PhasePending, reason: ReasonCreating, message: "the Deployment is being created"}
 	}
-	if failed, ok := podFailure(current, warmupTimeout(ai), now); ok {
+	if failing {
 		if d.Status.ReadyReplicas > 0 {
 			// The old revision still serves: Ready, and Progressing says
 			// the new one fails.
@@ -308,7 +311,7 @@ func modelLoaded(pods []corev1.Pod) bool {
 
 // progress is the Progressing condition: rolling out, rolled out, or the
 // current revision failing while an older one serves.
-func progress(obs Observed, v verdict) (bool, string, string) {
+func progress(obs Observed, v, failed verdict, failing bool) (bool, string, string) {
 	if v.phase == servingv1.PhaseFailed {
 		return false, v.reason, v.message
 	}
@@ -316,7 +319,7 @@ func progress(obs Observed, v verdict) (bool, string, string) {
 	if d == nil {
 		return true, ReasonCreating, "the Deployment is being created"
 	}
-	if failed, ok := podFailure(currentPods(obs), 0, time.Time{}); ok {
+	if failing {
 		return false, ReasonNewRevisionFailing, failed.message
 	}
 	want := desired(d)
