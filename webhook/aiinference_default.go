@@ -47,7 +47,7 @@ func NewAIInferenceDefaulter(cfg *config.Configuration, ns NamespaceLabeler) *AI
 	for e, p := range opts.Probes.Presets {
 		ports[e] = p.Port
 	}
-	return &AIInferenceDefaulter{Ports: ports, Trusted: cfg.Injection.TrustedRequesters, Namespaces: ns, Options: opts}
+	return &AIInferenceDefaulter{Ports: ports, Trusted: trustedRequesters(cfg), Namespaces: ns, Options: opts}
 }
 
 // Default implements admission.Defaulter.

@@ -75,7 +75,7 @@ func NewMutating(cfg *config.Configuration, ns NamespaceLabeler, m *Metrics) *Mu
 		options:      mutatorOptions(cfg),
 		namespaces:   ns,
 		excluded:     excludedNamespaces(cfg),
-		trusted:      cfg.Injection.TrustedRequesters,
+		trusted:      trustedRequesters(cfg),
 		metrics:      m,
 	}
 }

@@ -60,7 +60,7 @@ func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("creating the WorkloadPolicy controller: %w", err)
 	}
-	return mgr.Add(manager.RunnableFunc(r.loadAll(mgr)))
+	return mgr.Add(everyReplica(r.loadAll(mgr)))
 }
 
 // loadAll compiles every WorkloadPolicy into the store once the cache has

@@ -39,3 +39,19 @@ func isTrusted(u authenticationv1.UserInfo, t *config.TrustedRequesters) bool {
 	}
 	return false
 }
+
+// trustedRequesters are the configured template-copying controllers and,
+// when the AIInference controller runs, modelgate's own service account:
+// the controller copies an AIInference's sealed owner metadata onto the
+// Deployment it writes, as the ReplicaSet controller copies a template.
+func trustedRequesters(cfg *config.Configuration) *config.TrustedRequesters {
+	t := &config.TrustedRequesters{}
+	if c := cfg.Injection.TrustedRequesters; c != nil {
+		t = &config.TrustedRequesters{Usernames: slices.Clone(c.Usernames),
+			UsernamePrefixes: slices.Clone(c.UsernamePrefixes), Groups: slices.Clone(c.Groups)}
+	}
+	if cfg.ControllerEnabled() && cfg.Controller.ServiceAccountName != "" {
+		t.Usernames = append(t.Usernames, cfg.ControllerUsername())
+	}
+	return t
+}

@@ -1,10 +1,12 @@
 package webhook
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/webhook/config"
@@ -79,5 +81,29 @@ func TestRequesterFrom(t *testing.T) {
 	want := mutators.Requester{Username: rsCtrl, Groups: []string{"system:serviceaccounts"}, Trusted: true}
 	if diff := cmp.Diff(want, requesterFrom(u, config.DefaultTrustedRequesters())); diff != "" {
 		t.Errorf("requesterFrom (-want +got):\n%s", diff)
+	}
+}
+
+// TestTrustedRequestersIncludeTheController: the AIInference controller's
+// service account is trusted to carry an AIInference's sealed owner onto
+// its Deployment while the controller runs, and not once it is turned off;
+// the configuration itself is left as it was loaded.
+func TestTrustedRequestersIncludeTheController(t *testing.T) {
+	self := authenticationv1.UserInfo{Username: "system:serviceaccount:modelgate-system:modelgate"}
+	other := authenticationv1.UserInfo{Username: "system:serviceaccount:team-a:modelgate"}
+	cfg := config.New()
+	cfg.Namespace = "modelgate-system"
+	if !isTrusted(self, trustedRequesters(cfg)) {
+		t.Errorf("%s is not trusted while the controller runs", self.Username)
+	}
+	if isTrusted(other, trustedRequesters(cfg)) {
+		t.Errorf("%s, a service account of the same name in another namespace, is trusted", other.Username)
+	}
+	if slices.Contains(cfg.Injection.TrustedRequesters.Usernames, self.Username) {
+		t.Errorf("trustedRequesters changed the configuration: %v", cfg.Injection.TrustedRequesters.Usernames)
+	}
+	cfg.Controller.Enabled = ptr.To(false)
+	if isTrusted(self, trustedRequesters(cfg)) {
+		t.Errorf("%s is trusted with the controller turned off", self.Username)
 	}
 }

@@ -16,7 +16,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -32,6 +36,7 @@ import (
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/api/install"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook/config"
@@ -64,17 +69,20 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		TLSOpts:  tlsOpts,
 	})
 	d := &drain{period: cfg.DrainPeriod.Duration}
+	elect := cfg.ControllerEnabled() && (cfg.Controller.LeaderElection == nil || *cfg.Controller.LeaderElection)
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
 		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits()), drain: d},
 		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
-		// The cache holds namespace metadata only; managed fields are
-		// dropped to keep it small.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		// Every replica serves every request on its own: nothing to elect.
-		LeaderElection: false,
+		Cache: cacheOptions(),
+		// Every replica serves every request on its own; only the
+		// AIInference controller runs on one replica at a time.
+		LeaderElection:                elect,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       cfg.Namespace,
+		LeaderElectionReleaseOnCancel: true,
 		// Runnables (the certificate rotator, the policy directory) log
 		// through their context's logger.
 		BaseContext: func() context.Context {
@@ -109,6 +117,38 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	}
 	return drainingManager{Manager: mgr, drain: d}, nil
 }
+
+// LeaderElectionID is the Lease, in modelgate's namespace, whose holder
+// runs the AIInference controller.
+const LeaderElectionID = "modelgate-aiinference"
+
+// cacheOptions keep the cache small: managed fields dropped, and of the
+// Deployments, Services, ReplicaSets and Pods (which the AIInference
+// controller reads) only modelgate's children, labelled
+// annotations.InferenceLabel. The webhooks read namespace metadata alone.
+func cacheOptions() cache.Options {
+	children := labels.NewSelector()
+	if req, err := labels.NewRequirement(annotations.InferenceLabel, selection.Exists, nil); err == nil {
+		children = children.Add(*req)
+	}
+	only := cache.ByObject{Label: children}
+	return cache.Options{
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.Deployment{}: only, &appsv1.ReplicaSet{}: only,
+			&corev1.Service{}: only, &corev1.Pod{}: only,
+		},
+	}
+}
+
+// everyReplica is a runnable every replica runs, whether or not it holds
+// the AIInference controller's lease.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 // NewScheme returns the scheme modelgate serves with: the Kubernetes types,
 // CustomResourceDefinition (for CA injection into the conversion webhook)
@@ -182,7 +222,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 	}
 
 	warm := &informerWarmup{}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		return warm.start(ctx, mgr.GetCache())
 	})); err != nil {
 		return fmt.Errorf("adding namespace cache warm-up: %w", err)

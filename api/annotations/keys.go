@@ -126,6 +126,12 @@ const (
 	NamespaceTeam = TeamLabel
 )
 
+// InferenceLabel is on the children of an AIInference (its Deployment and
+// Service, and the ReplicaSets and Pods of that Deployment), holding the
+// AIInference's name: the Deployment's and the Service's selector, and
+// what the AIInference controller's cache holds.
+const InferenceLabel = "serving.modelgate.io/inference"
+
 // InjectionEnabled is the NamespaceInjection value that opts a namespace in.
 const InjectionEnabled = "enabled"
 

@@ -247,9 +247,10 @@ type SchedulingSpec struct {
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:storageversion
 // +kubebuilder:resource:shortName=aii,categories=modelgate
-// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.model.uri",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyReplicas"
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.model.uri"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type AIInference struct {
 	metav1.TypeMeta `json:",inline"`

@@ -81,9 +81,10 @@ type GPU struct {
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:deprecatedversion:warning="serving.modelgate.io/v1alpha1 AIInference is deprecated; use serving.modelgate.io/v1 (see docs/api/aiinference.md)"
 // +kubebuilder:resource:shortName=aii,categories=modelgate
-// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.modelSource",priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.readyReplicas"
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=".spec.modelSource"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].reason",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type AIInference struct {
 	metav1.TypeMeta `json:",inline"`

@@ -111,10 +111,14 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "modelgate serve: %v\n", err)
 		return 1
 	}
+	if err := addController(mgr, cfg); err != nil {
+		fmt.Fprintf(stderr, "modelgate serve: %v\n", err)
+		return 1
+	}
 	logger.Info("starting", "version", version, "namespace", cfg.Namespace,
 		"webhookPort", cfg.Webhook.Port, "certDir", cfg.Webhook.CertDir,
 		"tlsMinVersion", cfg.Webhook.TLSMinVersion, "http2", cfg.Webhook.EnableHTTP2,
-		"memoryLimit", memLimit, "memoryLimitFrom", memFrom)
+		"memoryLimit", memLimit, "memoryLimitFrom", memFrom, "aiinferenceController", cfg.ControllerEnabled())
 	if err := mgr.Start(signals.SetupSignalHandler()); err != nil {
 		logger.Error(err, "manager stopped")
 		return 1

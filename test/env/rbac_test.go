@@ -13,7 +13,7 @@ import (
 )
 
 // TestLeastPrivilege holds the installs to the permissions
-// docs/operations.md lists: the cert-manager install can neither read a
+// docs/operations.md and docs/api/aiinference.md list: the cert-manager install can neither read a
 // Secret but the record key's (which it may create) nor change a webhook
 // configuration or CRD; the self-managed one
 // adds only create on Secrets in modelgate's namespace and get/update on
@@ -50,6 +50,7 @@ func TestLeastPrivilege(t *testing.T) {
 		}
 	}
 	checkMetricsRBAC(t, decoded(t, defaultInstall))
+	checkControllerRBAC(t, decoded(t, defaultInstall))
 	extra := 0
 	for _, r := range rules(filepath.Join(selfManagedInstall, "rbac")) {
 		extra++
@@ -135,6 +136,76 @@ func checkMetricsRBAC(t *testing.T, objs []client.Object) {
 			t.Errorf("RoleBinding %s/%s binds %s: the operator binds it to their scraper", b.Namespace, b.Name, metricsReader)
 		}
 	}
+}
+
+// controllerReads are the resources the AIInference controller only reads
+// (verbs at most get, list, watch), and controllerWrites those it writes:
+// created, updated, patched, never deleted (garbage collection does that).
+var (
+	controllerReads  = map[string]bool{"pods": true, "replicasets": true, "aiinferences": true, "namespaces": true}
+	controllerWrites = map[string]bool{"deployments": true, "services": true, "aiinferences/status": true}
+)
+
+// checkControllerRBAC checks the permissions the AIInference controller
+// adds (docs/api/aiinference.md, "Permissions"): no delete on anything;
+// Pods, ReplicaSets and AIInferences read, never written; Deployments and
+// Services created and updated; aiinferences/finalizers update alone (an
+// owner reference that blocks deletion needs it); events create and patch;
+// and the leader-election Lease in modelgate's namespace alone, through a
+// Role.
+func checkControllerRBAC(t *testing.T, objs []client.Object) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		for _, r := range cr.Rules {
+			for _, res := range r.Resources {
+				seen[res] = true
+				switch {
+				case slices.Contains(r.Verbs, "delete") || slices.Contains(r.Verbs, "deletecollection"):
+					t.Errorf("ClusterRole %s may delete %s: the controller never deletes", cr.Name, res)
+				case controllerReads[res] && slices.ContainsFunc(r.Verbs, isWrite):
+					t.Errorf("ClusterRole %s grants %v on %s: read alone", cr.Name, r.Verbs, res)
+				case controllerWrites[res] && !subset(r.Verbs, "get", "list", "watch", "create", "update", "patch"):
+					t.Errorf("ClusterRole %s grants %v on %s: more than create, update and patch", cr.Name, r.Verbs, res)
+				case res == "aiinferences/finalizers" && !slices.Equal(r.Verbs, []string{"update"}):
+					t.Errorf("ClusterRole %s grants %v on aiinferences/finalizers: update alone", cr.Name, r.Verbs)
+				case res == "events" && !subset(r.Verbs, "create", "patch"):
+					t.Errorf("ClusterRole %s grants %v on events: create and patch alone", cr.Name, r.Verbs)
+				case res == "leases":
+					t.Errorf("ClusterRole %s grants %v on leases in every namespace: only modelgate's Lease, through a Role", cr.Name, r.Verbs)
+				}
+			}
+		}
+	}
+	for _, res := range []string{"deployments", "services", "pods", "replicasets", "aiinferences", "aiinferences/status", "events"} {
+		if !seen[res] {
+			t.Errorf("modelgate's ClusterRole grants nothing on %s: the AIInference controller cannot work", res)
+		}
+	}
+	leases := false
+	for _, r := range ofType[*rbacv1.Role](objs) {
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "leases") {
+				leases = true
+				if !subset(rule.Verbs, "get", "create", "update") {
+					t.Errorf("Role %s/%s grants %v on leases: get, create and update alone", r.Namespace, r.Name, rule.Verbs)
+				}
+			}
+		}
+	}
+	if !leases {
+		t.Errorf("no Role grants leases in %s: leader election cannot hold its Lease", Namespace)
+	}
+}
+
+// subset reports whether every verb is one of allowed.
+func subset(verbs []string, allowed ...string) bool {
+	for _, v := range verbs {
+		if !slices.Contains(allowed, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // recordKeyRule reports whether r is one of the two rules the record key

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/webhook/config"
@@ -176,6 +177,27 @@ func TestValidate(t *testing.T) {
 				c.Injection.TrustedRequesters.UsernamePrefixes = []string{"system:serviceaccount:kube-system:", "sys"}
 			},
 			wantFields: []string{"injection.trustedRequesters.usernamePrefixes[1]"},
+		},
+		"controller off, engine presets that are valid": {
+			edit: func(c *config.Configuration) {
+				c.Controller.Enabled = ptr.To(false)
+				c.Controller.Engines = map[string]config.EnginePreset{
+					"vllm":   {Image: "registry.example/vllm:1", Args: []string{"--model={{model}}", "--port", "{{port}}"}},
+					"custom": {Image: "registry.example/engine:2", Env: []config.EnvVar{{Name: "MODEL", Value: "{{model}}"}}},
+				}
+			},
+		},
+		"controller settings that cannot work": {
+			edit: func(c *config.Configuration) {
+				c.Controller.ServiceAccountName = "Bad SA"
+				c.Controller.Engines = map[string]config.EnginePreset{
+					"llamacpp": {Image: "x"},
+					"sglang":   {Image: "", Args: []string{"--model-path", "{{modle}}"}},
+					"tgi":      {Image: "ghcr.io/tgi:2", Env: []config.EnvVar{{Name: "1BAD", Value: "{{port}}"}}},
+				}
+			},
+			wantFields: []string{"controller.serviceAccountName", "controller.engines", "controller.engines[sglang].image",
+				"controller.engines[sglang].args[1]", "controller.engines[tgi].env[0].name"},
 		},
 		"every problem at once": {
 			edit: func(c *config.Configuration) {

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/internal/version"
 	"github.com/modelgate/modelgate/mutators"
@@ -26,6 +27,7 @@ const (
 	DefaultDrainPeriod         = 10 * time.Second
 	DefaultNamespaceCacheWait  = 2 * time.Second
 	DefaultEvaluationTimeout   = 2 * time.Second
+	DefaultServiceAccountName  = "modelgate"
 )
 
 // ImageRepository is where modelgate's own image is published; it is also
@@ -185,6 +187,27 @@ func Default(c *Configuration) {
 		in.Probes.PeriodSeconds = mutators.DefaultProbePeriodSeconds
 	}
 	defaultCertificates(&c.Certificates)
+	ctl := &c.Controller
+	if ctl.Enabled == nil {
+		ctl.Enabled = ptr.To(true)
+	}
+	if ctl.LeaderElection == nil {
+		ctl.LeaderElection = ptr.To(true)
+	}
+	if ctl.ServiceAccountName == "" {
+		ctl.ServiceAccountName = DefaultServiceAccountName
+	}
+}
+
+// ControllerEnabled reports whether the AIInference controller runs.
+func (c *Configuration) ControllerEnabled() bool {
+	return c.Controller.Enabled == nil || *c.Controller.Enabled
+}
+
+// ControllerUsername is the user name the AIInference controller writes
+// as: modelgate's service account.
+func (c *Configuration) ControllerUsername() string {
+	return "system:serviceaccount:" + c.Namespace + ":" + c.Controller.ServiceAccountName
 }
 
 // New returns a Configuration with every default applied.

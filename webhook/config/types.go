@@ -46,6 +46,9 @@ type Configuration struct {
 	// (the default), cert-manager or self (docs/operations.md).
 	Certificates Certificates `json:"certificates,omitempty"`
 
+	// Controller is the AIInference controller.
+	Controller Controller `json:"controller,omitempty"`
+
 	// ShutdownGracePeriod is how long in-flight reviews may take to finish
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
@@ -239,4 +242,48 @@ type Policy struct {
 	// ConfigMap, or a GitOps checkout. Empty loads none. The --policy-dir
 	// flag overrides it.
 	Directory string `json:"directory,omitempty"`
+}
+
+// Controller configures the AIInference controller, which turns each
+// AIInference into a Deployment and a Service that the mutating webhook
+// then decorates like any opted-in Deployment.
+type Controller struct {
+	// Enabled runs the controller. Defaults to true; false serves the
+	// webhooks alone: AIInferences are still defaulted, validated and
+	// converted, but nothing creates their Pods or writes their status.
+	Enabled *bool `json:"enabled,omitempty"`
+	// LeaderElection makes one replica at a time reconcile (a Lease in
+	// modelgate's namespace), while every replica serves the webhooks.
+	// Defaults to true; turn it off only where one replica runs.
+	LeaderElection *bool `json:"leaderElection,omitempty"`
+	// ServiceAccountName is the service account modelgate runs as, in
+	// Namespace. The webhook trusts it as it trusts the controllers that
+	// copy templates: the owner and team modelgate sealed on an
+	// AIInference pass onto the Deployment the controller writes, instead
+	// of the controller's own name. Defaults to modelgate.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Engines replace the built-in engine presets (docs/api/aiinference.md),
+	// keyed by spec.engine.name: vllm, sglang, tgi, triton or custom.
+	Engines map[string]EnginePreset `json:"engines,omitempty"`
+}
+
+// EnginePreset is how the controller starts an engine whose AIInference
+// sets no image of its own. In command and args, {{model}} becomes what
+// the engine loads (the Hugging Face repository id for hf:// models, read
+// from the cache the loader fills; otherwise the directory the model is
+// mounted at) and {{port}} the serving port. A preset replaces the
+// built-in one of its name as a whole.
+type EnginePreset struct {
+	Image   string   `json:"image"`
+	Command []string `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Env comes before the AIInference's spec.engine.env, which wins for a
+	// variable both set.
+	Env []EnvVar `json:"env,omitempty"`
+}
+
+// EnvVar is an environment variable with a literal value.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
 }

@@ -62,6 +62,7 @@ func (c *Configuration) Validate() field.ErrorList {
 	}
 	errs = append(errs, validateBudget(c)...)
 	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
+	errs = append(errs, validateController(&c.Controller, field.NewPath("controller"))...)
 	return errs
 }
 

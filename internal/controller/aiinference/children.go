@@ -24,13 +24,14 @@ import (
 
 // InferenceLabel selects an AIInference's Pods: the Deployment's selector
 // and the Service's.
-const InferenceLabel = "serving.modelgate.io/inference"
+const InferenceLabel = annotations.InferenceLabel
 
 // ServingContainer is the name of the engine's container.
 const ServingContainer = "server"
 
-// Engine is how an engine is started: its image, and the command and
-// arguments that point it at the model. In Command, Args and Env values,
+// Engine is how an engine is started: its image, and the command,
+// arguments and environment that point it at the model. In Command, Args
+// and Env values,
 // {{model}} is what the engine loads (the Hugging Face repository for
 // hf:// models, which the loader puts in the cache the engine reads;
 // otherwise the directory the model is mounted at) and {{port}} the port.
@@ -38,6 +39,9 @@ type Engine struct {
 	Image   string
 	Command []string
 	Args    []string
+	// Env comes before the AIInference's spec.engine.env, which wins for a
+	// variable both set.
+	Env []corev1.EnvVar
 }
 
 // DefaultEngines are the engines' presets. The images are releases that
@@ -93,12 +97,18 @@ func Deployment(ai *servingv1.AIInference, engines map[servingv1.EngineName]Engi
 		Name:  ServingContainer,
 		Image: image,
 		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-		Env:   slices.Clone(spec.Engine.Env),
 	}
 	if known {
 		c.Command = expand(preset.Command)
 		c.Args = expand(preset.Args)
+		for _, e := range preset.Env {
+			if !slices.ContainsFunc(spec.Engine.Env, func(u corev1.EnvVar) bool { return u.Name == e.Name }) {
+				e.Value = replace.Replace(e.Value)
+				c.Env = append(c.Env, e)
+			}
+		}
 	}
+	c.Env = append(c.Env, spec.Engine.Env...)
 	// The user's arguments come last: engines take the last of a repeated
 	// flag.
 	c.Args = append(c.Args, spec.Engine.Args...)
@@ -118,7 +128,7 @@ func Deployment(ai *servingv1.AIInference, engines map[servingv1.EngineName]Engi
 	}
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{Name: ai.Name, Namespace: ai.Namespace, Labels: childLabels(ai)},
+		ObjectMeta: metav1.ObjectMeta{Name: ai.Name, Namespace: ai.Namespace, Labels: childLabels(ai), Annotations: ownerAnnotations(ai)},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: spec.Replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: maps.Clone(labels)},
@@ -152,13 +162,38 @@ func selectorLabels(ai *servingv1.AIInference) map[string]string {
 	return map[string]string{InferenceLabel: ai.Name}
 }
 
-// childLabels are the children's own labels.
+// childLabels are the children's own labels, with the owner and team
+// modelgate stamped on the AIInference.
 func childLabels(ai *servingv1.AIInference) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		InferenceLabel:                 ai.Name,
 		"app.kubernetes.io/name":       ai.Name,
 		"app.kubernetes.io/component":  "inference",
 		"app.kubernetes.io/managed-by": "modelgate",
+	}
+	copyKeys(l, ai.Labels, annotations.OwnerLabel, annotations.TeamLabel)
+	return l
+}
+
+// ownerAnnotations carry the AIInference's full owner name and the seal
+// over its owner metadata onto the Deployment: the webhook keeps a sealed
+// owner that modelgate's own service account passes on (a trusted
+// requester, like the controllers that copy templates) and replaces one
+// that is not sealed. Nil when the AIInference carries neither.
+func ownerAnnotations(ai *servingv1.AIInference) map[string]string {
+	a := map[string]string{}
+	copyKeys(a, ai.Annotations, annotations.OwnerFull, annotations.Seal)
+	if len(a) == 0 {
+		return nil
+	}
+	return a
+}
+
+func copyKeys(dst, src map[string]string, keys ...string) {
+	for _, k := range keys {
+		if v, ok := src[k]; ok {
+			dst[k] = v
+		}
 	}
 }
 

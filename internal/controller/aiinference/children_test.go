@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/mutators"
@@ -196,4 +199,96 @@ func env(c *corev1.Container, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestOwnerCarriedToTheDeployment: the owner modelgate sealed on an
+// AIInference (its creator) is the owner of the Deployment the controller
+// writes as modelgate's service account; an owner edited onto the
+// AIInference afterwards, which the seal does not cover, is not passed on;
+// and anyone else writing the same Deployment is its owner themselves.
+func TestOwnerCarriedToTheDeployment(t *testing.T) {
+	cfg := config.New()
+	admitter, err := offline.NewAdmitter(cfg, offline.NewEngine(cfg, nil), offline.Namespaces{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	controller := authenticationv1.UserInfo{Username: cfg.ControllerUsername()}
+	ai := sampleV1(t)
+	ai.APIVersion, ai.Kind = servingv1.GroupVersion.String(), "AIInference"
+	raw, err := json.Marshal(ai)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := admitter.Admit(context.Background(), offline.Request{Object: raw, Namespace: ai.Namespace,
+		User: authenticationv1.UserInfo{Username: "alice@example.com"}})
+	if err != nil || out.Decision != offline.Allowed {
+		t.Fatalf("admitting the AIInference: %v %v %v", err, out.Decision, out.Denials)
+	}
+	admitted := &servingv1.AIInference{}
+	if err := json.Unmarshal(out.Object, admitted); err != nil {
+		t.Fatal(err)
+	}
+	owner := admitted.Labels[annotations.OwnerLabel]
+	if owner == "" {
+		t.Fatal("the AIInference got no owner")
+	}
+	deploymentOwner := func(ai *servingv1.AIInference, user authenticationv1.UserInfo) (string, string) {
+		t.Helper()
+		d, err := Deployment(ai, DefaultEngines)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := admitter.Admit(context.Background(), offline.Request{Object: raw, Namespace: ai.Namespace, User: user})
+		if err != nil || out.Decision != offline.Allowed {
+			t.Fatalf("admitting the Deployment as %s: %v %v %v", user.Username, err, out.Decision, out.Denials)
+		}
+		var got appsv1.Deployment
+		if err := json.Unmarshal(out.Object, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Labels[annotations.OwnerLabel], got.Spec.Template.Labels[annotations.OwnerLabel]
+	}
+	if o, p := deploymentOwner(admitted, controller); o != owner || p != owner {
+		t.Errorf("Deployment owner %q, its Pods' %q; want the AIInference's creator %q", o, p, owner)
+	}
+	forged := admitted.DeepCopy()
+	forged.Labels[annotations.OwnerLabel] = "mallory"
+	if o, p := deploymentOwner(forged, controller); o == "mallory" || p == "mallory" {
+		t.Errorf("an owner edited onto the AIInference, unsealed, reached the Deployment (%q, Pods %q)", o, p)
+	}
+	if o, _ := deploymentOwner(admitted, authenticationv1.UserInfo{Username: "bob"}); o != "bob" {
+		t.Errorf("Deployment written by bob has owner %q: only modelgate's service account passes an owner on", o)
+	}
+}
+
+// TestEnginePresetEnv: a preset's environment comes first, with its
+// placeholders filled; the AIInference's own variable of the same name
+// wins.
+func TestEnginePresetEnv(t *testing.T) {
+	ai := sampleV1(t)
+	ai.Spec.Engine.Name = servingv1.EngineCustom
+	ai.Spec.Engine.Image = ""
+	ai.Spec.Engine.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}
+	engines := map[servingv1.EngineName]Engine{servingv1.EngineCustom: {
+		Image: "registry.example/engine:1",
+		Args:  []string{"serve", "{{model}}"},
+		Env:   []corev1.EnvVar{{Name: "PORT", Value: "{{port}}"}, {Name: "LOG_LEVEL", Value: "info"}},
+	}}
+	d, err := Deployment(ai, engines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	want := []corev1.EnvVar{{Name: "PORT", Value: strconv.Itoa(int(ai.Spec.Engine.Port))}, {Name: "LOG_LEVEL", Value: "debug"}}
+	if diff := cmp.Diff(want, c.Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	repo := strings.TrimPrefix(ai.Spec.Model.URI, "hf://")
+	if c.Image != "registry.example/engine:1" || !slices.Equal(c.Args[:2], []string{"serve", repo}) {
+		t.Errorf("image %s args %v: want the preset's, pointed at %s", c.Image, c.Args, repo)
+	}
 }

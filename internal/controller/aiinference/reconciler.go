@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,12 +33,40 @@ import (
 // restart's annotation, other tools' labels) belong to others and stay.
 const FieldManager = "modelgate-aiinference"
 
+// The controller reads AIInferences and writes their status; it creates
+// and updates (never deletes: garbage collection does) the Deployment and
+// Service of each, and reads their ReplicaSets and Pods for the status.
+// Setting a controller reference that blocks its owner's deletion needs
+// update on aiinferences/finalizers where the API server enforces owner
+// references. Events are events.k8s.io/v1.
+// +kubebuilder:rbac:groups=serving.modelgate.io,resources=aiinferences,verbs=get;list;watch
+// +kubebuilder:rbac:groups=serving.modelgate.io,resources=aiinferences/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=serving.modelgate.io,resources=aiinferences/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Leader election holds a Lease in modelgate's namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=modelgate-system,resources=leases,verbs=get;create;update
+
 // Reconciler turns an AIInference into its Deployment and Service and
 // writes its status.
 type Reconciler struct {
-	Client  client.Client
-	Scheme  *runtime.Scheme
+	// Client reads from the manager's cache, which holds only modelgate's
+	// children (labelled InferenceLabel), and writes to the API server.
+	Client client.Client
+	// Reader reads from the API server: before creating a child, it looks
+	// for an object of that name the cache does not hold (one modelgate
+	// did not write), which is left alone. Client when nil.
+	Reader client.Reader
+	Scheme *runtime.Scheme
+	// Engines are the engine presets; DefaultEngines when nil.
 	Engines map[servingv1.EngineName]Engine
+	// Recorder records events on the AIInference; none when nil.
+	Recorder events.EventRecorder
+	// Metrics counts phases and transitions; none when nil.
+	Metrics *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -73,6 +103,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ai := &servingv1.AIInference{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ai); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if ai.DeletionTimestamp != nil {
@@ -95,13 +128,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	status, recheck := Status(ai, obs, r.now())
+	now := r.now()
+	status, recheck := Status(ai, obs, now)
+	from, fromReason := ai.Status.Phase, readyReason(ai.Status)
 	if !equality.Semantic.DeepEqual(status, ai.Status) {
 		ai.Status = status
 		if err := r.Client.Status().Update(ctx, ai); err != nil {
 			return reconcile.Result{}, fmt.Errorf("writing the status of AIInference %s: %w", req.NamespacedName, err)
 		}
+		if status.Phase != from || readyReason(status) != fromReason {
+			r.phaseEvent(ai)
+		}
 	}
+	r.Metrics.observe(req.NamespacedName, from, status.Phase, ai.CreationTimestamp.Time, now)
 	if writeErr != nil {
 		return reconcile.Result{}, writeErr
 	}
@@ -156,6 +195,11 @@ func (r *Reconciler) apply(ctx context.Context, ai *servingv1.AIInference, obj c
 		}
 		return nil, nil, fmt.Errorf("applying %s %s: %w", kind, key, err)
 	}
+	verb := "Updated"
+	if live == nil {
+		verb = "Created"
+	}
+	r.event(ai, corev1.EventTypeNormal, verb+kind, "Apply", fmt.Sprintf("%s %s %s", verb, kind, key.Name))
 	written, err := r.live(ctx, obj)
 	if err != nil {
 		return nil, nil, err
@@ -169,11 +213,18 @@ func (r *Reconciler) live(ctx context.Context, obj client.Object) (client.Object
 	if !ok {
 		return nil, errors.New("a child that is not an object")
 	}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), out); err != nil {
+	key := client.ObjectKeyFromObject(obj)
+	err := r.Client.Get(ctx, key, out)
+	if apierrors.IsNotFound(err) && r.Reader != nil {
+		// The cache holds only labelled children: an object of that name
+		// someone else made is found on the API server.
+		err = r.Reader.Get(ctx, key, out)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("reading %s: %w", client.ObjectKeyFromObject(obj), err)
+		return nil, fmt.Errorf("reading %s: %w", key, err)
 	}
 	return out, nil
 }
@@ -209,6 +260,47 @@ func problemOf(kind string, key client.ObjectKey, err error) *ChildProblem {
 		return &ChildProblem{Reason: ReasonChildNotWritten, Message: fmt.Sprintf("%s %s: %v", kind, key, err)}
 	}
 	return nil
+}
+
+// maxNote is the longest event note the API server accepts.
+const maxNote = 1024
+
+// event records an event on the AIInference.
+func (r *Reconciler) event(ai *servingv1.AIInference, eventType, reason, action, note string) {
+	if r.Recorder == nil {
+		return
+	}
+	// events.k8s.io/v1 refuses a note over 1 kB.
+	if len(note) > maxNote {
+		note = strings.ToValidUTF8(note[:maxNote-3], "") + "..."
+	}
+	r.Recorder.Eventf(ai, nil, eventType, reason, action, "%s", note)
+}
+
+// phaseEvent records the phase the status moved to, with the Ready
+// condition's reason and message: a Warning for Failed.
+func (r *Reconciler) phaseEvent(ai *servingv1.AIInference) {
+	eventType := corev1.EventTypeNormal
+	if ai.Status.Phase == servingv1.PhaseFailed {
+		eventType = corev1.EventTypeWarning
+	}
+	note := string(ai.Status.Phase)
+	if c := meta.FindStatusCondition(ai.Status.Conditions, ConditionReady); c != nil && c.Message != "" {
+		note += ": " + c.Message
+	}
+	reason := string(ai.Status.Phase)
+	if rr := readyReason(ai.Status); rr != "" && ai.Status.Phase != servingv1.PhaseReady {
+		reason = rr
+	}
+	r.event(ai, eventType, reason, "Reconcile", note)
+}
+
+// readyReason is the reason of the status's Ready condition.
+func readyReason(s servingv1.AIInferenceStatus) string {
+	if c := meta.FindStatusCondition(s.Conditions, ConditionReady); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 func (r *Reconciler) engines() map[servingv1.EngineName]Engine {

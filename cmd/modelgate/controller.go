@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	servingv1 "github.com/modelgate/modelgate/api/v1"
+	"github.com/modelgate/modelgate/internal/controller/aiinference"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// addController runs the AIInference controller in mgr unless the
+// Configuration turns it off.
+func addController(mgr manager.Manager, cfg *config.Configuration) error {
+	if !cfg.ControllerEnabled() {
+		return nil
+	}
+	r := &aiinference.Reconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
+		Scheme:   mgr.GetScheme(),
+		Engines:  engines(cfg.Controller.Engines),
+		Recorder: mgr.GetEventRecorder(aiinference.FieldManager),
+		Metrics:  aiinference.NewMetrics(crmetrics.Registry),
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("adding the AIInference controller: %w", err)
+	}
+	return nil
+}
+
+// engines are the built-in engine presets with the Configuration's in
+// place of those of the same name.
+func engines(presets map[string]config.EnginePreset) map[servingv1.EngineName]aiinference.Engine {
+	out := make(map[servingv1.EngineName]aiinference.Engine, len(aiinference.DefaultEngines)+len(presets))
+	for name, e := range aiinference.DefaultEngines {
+		out[name] = e
+	}
+	for name, p := range presets {
+		e := aiinference.Engine{Image: p.Image, Command: p.Command, Args: p.Args}
+		for _, v := range p.Env {
+			e.Env = append(e.Env, corev1.EnvVar{Name: v.Name, Value: v.Value})
+		}
+		out[servingv1.EngineName(name)] = e
+	}
+	return out
+}
