@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -76,7 +76,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
-		Cache: cacheOptions(),
+		Cache:                   cacheOptions(),
 		// Every replica serves every request on its own; only the
 		// AIInference controller runs on one replica at a time.
 		LeaderElection:                elect,
