@@ -76,7 +76,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
-		Cache:                   cacheOptions(),
+		Cache:                   CacheOptions(),
 		// Every replica serves every request on its own; only the
 		// AIInference controller runs on one replica at a time.
 		LeaderElection:                elect,
@@ -122,11 +122,11 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 // runs the AIInference controller.
 const LeaderElectionID = "modelgate-aiinference"
 
-// cacheOptions keep the cache small: managed fields dropped, and of the
+// CacheOptions keep the cache small: managed fields dropped, and of the
 // Deployments, Services, ReplicaSets and Pods (which the AIInference
 // controller reads) only modelgate's children, labelled
 // annotations.InferenceLabel. The webhooks read namespace metadata alone.
-func cacheOptions() cache.Options {
+func CacheOptions() cache.Options {
 	children := labels.NewSelector()
 	if req, err := labels.NewRequirement(annotations.InferenceLabel, selection.Exists, nil); err == nil {
 		children = children.Add(*req)

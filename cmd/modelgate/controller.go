@@ -18,14 +18,7 @@ func addController(mgr manager.Manager, cfg *config.Configuration) error {
 	if !cfg.ControllerEnabled() {
 		return nil
 	}
-	r := &aiinference.Reconciler{
-		Client:   mgr.GetClient(),
-		Reader:   mgr.GetAPIReader(),
-		Scheme:   mgr.GetScheme(),
-		Engines:  engines(cfg.Controller.Engines),
-		Recorder: mgr.GetEventRecorder(aiinference.FieldManager),
-		Metrics:  aiinference.NewMetrics(crmetrics.Registry),
-	}
+	r := aiinference.NewReconciler(mgr, engines(cfg.Controller.Engines), crmetrics.Registry)
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("adding the AIInference controller: %w", err)
 	}

@@ -6,8 +6,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,24 +21,32 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/modelgate/modelgate/api/annotations"
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
+	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
 	"github.com/modelgate/modelgate/internal/controller/aiinference"
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // The AIInference controller, run against the suite's API server and
-// modelgate webhooks (which decorate what it applies). Not yet part of
-// modelgate serve: it runs here in a manager of its own.
+// modelgate webhooks (which decorate what it applies), as modelgate serve
+// runs it: as modelgate's service account with config/rbac's permissions
+// alone, from a cache holding only labelled children (webhook.CacheOptions),
+// in a manager of its own limited to one namespace so that the other
+// specs' AIInferences are left to them.
 var _ = Describe("the AIInference controller", Ordered, func() {
 	var (
-		ctx    context.Context
-		stop   context.CancelFunc
-		done   chan struct{}
-		ns     string
-		rec    *aiinference.Reconciler
-		c      client.Client
-		stored = func(name string) *servingv1.AIInference {
+		ctx     context.Context
+		stop    context.CancelFunc
+		done    chan struct{}
+		ns      string
+		rec     *aiinference.Reconciler
+		metrics *prometheus.Registry
+		c       client.Client
+		stored  = func(name string) *servingv1.AIInference {
 			GinkgoHelper()
 			ai := &servingv1.AIInference{}
 			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ai)).To(Succeed())
@@ -49,11 +60,13 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		c, err = client.New(adminCfg, client.Options{Scheme: s})
 		Expect(err).NotTo(HaveOccurred())
-		// Its own namespace only: the other specs' AIInferences are theirs.
-		mgr, err := ctrl.NewManager(adminCfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}})
+		opts := webhook.CacheOptions()
+		opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+		mgr, err := ctrl.NewManager(modelgateCfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Cache: opts})
 		Expect(err).NotTo(HaveOccurred())
-		rec = &aiinference.Reconciler{Client: mgr.GetClient(), Scheme: s}
+		metrics = prometheus.NewRegistry()
+		rec = aiinference.NewReconciler(mgr, nil, metrics)
 		Expect(rec.SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
@@ -97,6 +110,11 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		svc := &corev1.Service{}
 		Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llama"}, svc) }).Should(Succeed())
 		Expect(metav1.IsControlledBy(svc, ai)).To(BeTrue())
+		owner := stored("llama").Labels[annotations.OwnerLabel]
+		Expect(owner).NotTo(BeEmpty())
+		Expect(d.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, owner),
+			"the AIInference's creator owns its Deployment, not modelgate's service account")
+		Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, owner))
 
 		Eventually(func(g Gomega) {
 			got := stored("llama")
@@ -179,5 +197,82 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		}).Should(Succeed())
 		Expect(c.Get(ctx, client.ObjectKeyFromObject(taken), taken)).To(Succeed())
 		Expect(taken.ResourceVersion).To(Equal(version), "the other Deployment was written")
+	})
+
+	It("serves an AIInference written in v1alpha1 like one written in v1", func() {
+		old := &servingv1alpha1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama-alpha"},
+			Spec: servingv1alpha1.AIInferenceSpec{
+				ModelSource: "hf://meta-llama/Llama-3.1-8B-Instruct@" + llamaRevision,
+				Engine:      "vllm",
+				GPU:         &servingv1alpha1.GPU{ProductLabel: "NVIDIA-A100-SXM4-80GB", Count: 1},
+			},
+		}
+		Expect(c.Create(ctx, old)).To(Succeed())
+		d := &appsv1.Deployment{}
+		Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llama-alpha"}, d) }).Should(Succeed())
+		Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.Model, "hf://meta-llama/Llama-3.1-8B-Instruct@"+llamaRevision))
+		Expect(d.Spec.Template.Annotations).To(HaveKeyWithValue(annotations.GPUProduct, "NVIDIA-A100-SXM4-80GB"))
+		Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(old), old)).To(Succeed())
+			g.Expect(string(old.Status.Phase)).To(Equal(string(servingv1.PhasePending)), "the status reads the same in v1alpha1")
+			g.Expect(old.Status.ObservedGeneration).To(Equal(old.Generation))
+		}).Should(Succeed())
+	})
+
+	It("records events for the children it writes and the phases it reports, and counts the phases", func() {
+		Eventually(func(g Gomega) {
+			var list eventsv1.EventList
+			g.Expect(c.List(ctx, &list, client.InNamespace(ns))).To(Succeed())
+			reasons, notes := map[string]bool{}, []string{}
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "AIInference" && e.Regarding.Name == "llama" {
+					reasons[e.Reason] = true
+					notes = append(notes, e.Note)
+				}
+			}
+			g.Expect(reasons).To(HaveKey("CreatedDeployment"))
+			g.Expect(reasons).To(HaveKey("CreatedService"))
+			g.Expect(notes).To(ContainElement(HavePrefix(string(servingv1.PhasePending)+": ")), "the phase it reported, with the Ready condition's message")
+		}).Should(Succeed())
+		families, err := metrics.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		pending := 0.0
+		for _, f := range families {
+			if f.GetName() != "modelgate_aiinference_phase" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == string(servingv1.PhasePending) {
+					pending = m.GetGauge().GetValue()
+				}
+			}
+		}
+		Expect(pending).To(BeNumerically(">=", 2), "llama and llama-alpha are Pending")
+	})
+
+	It("reports a policy's denial of the Deployment as Failed, with the policy's message", func() {
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("no-denied")}}
+		wp.Spec.Rego = "package test.nodenied\n\ndeny contains \"this namespace serves no model named denied\" if input.workload.name == \"denied\"\n"
+		wp.Spec.EnforcementAction = policyv1.EnforcementActionDeny
+		wp.Spec.Match.Namespaces = []string{ns}
+		wp.Spec.Match.Kinds = []string{"Deployment"}
+		Expect(c.Create(ctx, wp)).To(Succeed())
+		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
+		}).Should(Succeed())
+		Expect(c.Create(ctx, llama("denied"))).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := stored("denied")
+			g.Expect(got.Status.Phase).To(Equal(servingv1.PhaseFailed))
+			cond := meta.FindStatusCondition(got.Status.Conditions, aiinference.ConditionReady)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(aiinference.ReasonPolicyDenied))
+			g.Expect(cond.Message).To(ContainSubstring("this namespace serves no model named denied"))
+			g.Expect(cond.ObservedGeneration).To(Equal(got.Generation))
+		}).Should(Succeed())
+		Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "denied"}, &appsv1.Deployment{}))).To(BeTrue())
 	})
 })

@@ -42,6 +42,9 @@ var (
 	// securely, as installs do, checking scrapers' tokens with the
 	// permissions config/rbac grants it.
 	metricsAddr string
+	// modelgateCfg authenticates as modelgate's service account, with
+	// config/rbac's permissions only.
+	modelgateCfg *rest.Config
 )
 
 var _ = BeforeSuite(func() {
@@ -72,7 +75,8 @@ var _ = BeforeSuite(func() {
 	// permissions only.
 	modelgateUser, err := env.ModelgateIdentity(context.Background(), testEnv, admin, root)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := webhook.NewManager(modelgateUser.Config(), cfg)
+	modelgateCfg = modelgateUser.Config()
+	mgr, err := webhook.NewManager(modelgateCfg, cfg)
 	Expect(err).NotTo(HaveOccurred())
 
 	var ctx context.Context

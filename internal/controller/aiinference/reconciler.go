@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -47,8 +48,10 @@ const FieldManager = "modelgate-aiinference"
 // +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// Leader election holds a Lease in modelgate's namespace.
+// Leader election holds a Lease in modelgate's namespace, and records its
+// changes of leader as core events there.
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=modelgate-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=modelgate-system,resources=events,verbs=create;patch
 
 // Reconciler turns an AIInference into its Deployment and Service and
 // writes its status.
@@ -69,6 +72,22 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+}
+
+// NewReconciler is the reconciler modelgate serve runs in mgr: children
+// read from the manager's cache (which holds only labelled children, see
+// webhook.CacheOptions) and a name it does not hold looked up on the API
+// server, events recorded as FieldManager, phases counted in reg. Nil
+// engines are DefaultEngines.
+func NewReconciler(mgr ctrl.Manager, engines map[servingv1.EngineName]Engine, reg prometheus.Registerer) *Reconciler {
+	return &Reconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
+		Scheme:   mgr.GetScheme(),
+		Engines:  engines,
+		Recorder: mgr.GetEventRecorder(FieldManager),
+		Metrics:  NewMetrics(reg),
+	}
 }
 
 // SetupWithManager watches AIInferences, the children they control, and
