@@ -65,7 +65,7 @@ func TestDeploymentThroughTheWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, ai := range map[string]*servingv1.AIInference{"the v1 sample (SGLang, pvc cache)": sampleV1(t), "vLLM from the Hub": vllm} {
+	for name, ai := range map[string]*servingv1.AIInference{"the v1 sample (SGLang)": sampleV1(t), "vLLM from the Hub": vllm} {
 		t.Run(name, func(t *testing.T) {
 			built, err := Deployment(ai, DefaultEngines)
 			if err != nil {
