@@ -161,6 +161,7 @@ kubelets of these fake nodes (config/dev/nodes.yaml):
   %s apply -f config/samples/
   %s get pods -o wide -L modelgate.io/owner,modelgate.io/team
   %s get deploy llm-server -o yaml
+  %s get aiinferences -o wide
   %s get aiinferences.v1alpha1.serving.modelgate.io llama-sglang -o yaml
   %s apply -k config/samples/policies
   %s get workloadpolicies
@@ -169,13 +170,15 @@ Pods are scheduled for real (GPU counts, products, memory, taints) and
 kwok marks them Running (a Job's pods then Succeeded); no container runs.
 Where each pod lands is printed below as it happens. The samples include an
 AIInference in each of v1alpha1, v1beta1 and v1, all stored as v1; read any
-of them in any version. Nothing creates an AIInference's pods yet.
+of them in any version. modelgate's controller makes each a Deployment and a
+Service, which its webhook decorates; their status shows Pending, Loading,
+Ready or Failed, and why.
 The namespace "default" is labelled modelgate.io/team=%s. With the sample
 policies applied, the samples' Job and Pod are denied (model bucket, GPU
 product): delete and re-apply them to see the answers.
 Component logs: %s. Press Ctrl-C to stop everything.
 
-`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, sampleTeam, rel(logDir))
+`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
 }
 
 func indent(s string) string {
