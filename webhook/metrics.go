@@ -1,11 +1,10 @@
 package webhook
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/modelgate/modelgate/internal/promreg"
 	"github.com/modelgate/modelgate/validators"
 )
 
@@ -42,26 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"mutator", "kind"}),
 	}
 	if reg != nil {
-		m.reviews = register(reg, m.reviews)
-		m.changes = register(reg, m.changes)
+		m.reviews = promreg.Register(reg, m.reviews)
+		m.changes = promreg.Register(reg, m.changes)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name (a second manager in the same process shares it).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		// The metrics are fixed at compile time; any other error is a bug.
-		panic(err)
-	}
-	return c
 }
 
 // defaultRegistry is controller-runtime's registry, served on the metrics

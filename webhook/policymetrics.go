@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/modelgate/modelgate/internal/promreg"
 	"github.com/modelgate/modelgate/policies"
 )
 
@@ -53,10 +54,10 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 	if reg == nil {
 		return m
 	}
-	m.reviews = register(reg, m.reviews)
-	m.evaluations = register(reg, m.evaluations)
-	m.duration = register(reg, m.duration)
-	m.loadErrors = register(reg, m.loadErrors)
+	m.reviews = promreg.Register(reg, m.reviews)
+	m.evaluations = promreg.Register(reg, m.evaluations)
+	m.duration = promreg.Register(reg, m.duration)
+	m.loadErrors = promreg.Register(reg, m.loadErrors)
 	return m
 }
 

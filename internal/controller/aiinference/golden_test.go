@@ -82,14 +82,7 @@ func TestSampleEqualsHandWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromController := decoratedSample(t, admitter, cfg, "serving_v1alpha1_aiinference.yaml")
-	raw, err := os.ReadFile(filepath.Join("testdata", "hand", "llama-alpha.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := readJSON(t, filepath.Join("testdata", "hand", "llama-alpha.yaml"))
 	out, err := admitter.Admit(context.Background(), offline.Request{Object: js, Namespace: "default", User: developer})
 	if err != nil || out.Decision != offline.Allowed {
 		t.Fatalf("admitting the hand-written Deployment: %v %v %v", err, out.Decision, out.Denials)
@@ -109,14 +102,7 @@ func TestSampleEqualsHandWritten(t *testing.T) {
 // decoratedSample is a sample's Deployment as the webhook leaves it.
 func decoratedSample(t *testing.T, admitter *offline.Admitter, cfg *config.Configuration, sample string) *appsv1.Deployment {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "samples", sample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := readJSON(t, filepath.Join("..", "..", "..", "config", "samples", sample))
 	out, err := admitter.Admit(context.Background(), offline.Request{Object: js, Namespace: "default", User: developer})
 	if err != nil || out.Decision != offline.Allowed {
 		t.Fatalf("admitting %s: %v %v %v", sample, err, out.Decision, out.Denials)
@@ -146,4 +132,18 @@ func decoratedSample(t *testing.T, admitter *offline.Admitter, cfg *config.Confi
 		t.Fatalf("%s's Deployment: owner %q, injected %v", sample, got.Labels[annotations.OwnerLabel], strings.Contains(string(out.Object), annotations.Injected))
 	}
 	return got
+}
+
+// readJSON reads a YAML file as JSON.
+func readJSON(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

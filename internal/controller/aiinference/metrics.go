@@ -1,7 +1,6 @@
 package aiinference
 
 import (
-	"errors"
 	"sync"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
+	"github.com/modelgate/modelgate/internal/promreg"
 )
 
 // Phases are the phases modelgate_aiinference_phase reports, each with a
@@ -51,28 +51,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 		}),
 	}
-	m.phase = register(reg, m.phase)
-	m.transitions = register(reg, m.transitions)
-	m.timeToReady = register(reg, m.timeToReady)
+	m.phase = promreg.Register(reg, m.phase)
+	m.transitions = promreg.Register(reg, m.transitions)
+	m.timeToReady = promreg.Register(reg, m.timeToReady)
 	for _, p := range Phases {
 		m.phase.WithLabelValues(string(p))
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var already prometheus.AlreadyRegisteredError
-		if errors.As(err, &already) {
-			if existing, ok := already.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err) // a programming error: two metrics of one name and different kinds
-	}
-	return c
 }
 
 // observe records the phase an AIInference's status moves to. created is
@@ -84,9 +69,7 @@ func (m *Metrics) observe(key types.NamespacedName, from, to servingv1.Phase, cr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.phases[key]; ok {
-		m.phase.WithLabelValues(string(old)).Dec()
-	}
+	m.leave(key)
 	m.phases[key] = to
 	m.phase.WithLabelValues(string(to)).Inc()
 	if from == to {
@@ -106,9 +89,15 @@ func (m *Metrics) forget(key types.NamespacedName) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.leave(key)
+	delete(m.phases, key)
+	delete(m.ready, key)
+}
+
+// leave takes an AIInference out of the count of its last phase. The
+// caller holds m.mu.
+func (m *Metrics) leave(key types.NamespacedName) {
 	if old, ok := m.phases[key]; ok {
 		m.phase.WithLabelValues(string(old)).Dec()
 	}
-	delete(m.phases, key)
-	delete(m.ready, key)
 }
