@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 )
@@ -331,25 +332,32 @@ func progress(obs Observed, v, failed verdict, failing bool) (bool, string, stri
 }
 
 // currentPods are the Pods of the Deployment's newest ReplicaSet (the one
-// whose revision annotation matches the Deployment's), or every Pod when
-// that ReplicaSet is not known yet. Pods being deleted are left out.
+// whose revision annotation matches the Deployment's), or all of them when
+// that ReplicaSet is not known yet, among the Pods a ReplicaSet of the
+// Deployment controls. Pods being deleted are left out.
 func currentPods(obs Observed) []corev1.Pod {
-	var hash string
+	// Only the Pods a ReplicaSet of the Deployment controls count: anyone
+	// who may create Pods in the namespace can label one like ours.
+	owned := map[types.UID]bool{}
+	var current types.UID
+	rev := ""
 	if d := obs.Deployment; d != nil {
-		rev := d.Annotations[revisionAnnotation]
-		for i := range obs.ReplicaSets {
-			rs := &obs.ReplicaSets[i]
-			if rev != "" && rs.Annotations[revisionAnnotation] == rev {
-				hash = rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
-			}
+		rev = d.Annotations[revisionAnnotation]
+	}
+	for i := range obs.ReplicaSets {
+		rs := &obs.ReplicaSets[i]
+		owned[rs.UID] = true
+		if rev != "" && rs.Annotations[revisionAnnotation] == rev {
+			current = rs.UID
 		}
 	}
 	var out []corev1.Pod
 	for _, p := range obs.Pods {
-		if p.DeletionTimestamp != nil {
+		ref := metav1.GetControllerOf(&p)
+		if p.DeletionTimestamp != nil || ref == nil || !owned[ref.UID] {
 			continue
 		}
-		if hash == "" || p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == hash {
+		if current == "" || ref.UID == current {
 			out = append(out, p)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
@@ -27,8 +28,12 @@ func TestLoaderContainerIsTheInjectedOne(t *testing.T) {
 // states.
 type podOpt func(*corev1.Pod)
 
+// pod is a Pod of the ReplicaSet of the hash ("old" or "new"), which
+// controls it.
 func pod(name, hash string, opts ...podOpt) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}}}
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "llama-" + hash,
+			UID: types.UID("uid-" + hash), Controller: ptr.To(true)}}}}
 	for _, o := range opts {
 		o(&p)
 	}
@@ -88,9 +93,9 @@ func deployment(replicas, ready int32, conds ...appsv1.DeploymentCondition) *app
 
 // replicaSets are the old (revision 1, hash "old") and new (2, "new") ones.
 var replicaSets = []appsv1.ReplicaSet{
-	{ObjectMeta: metav1.ObjectMeta{Name: "llama-old", Annotations: map[string]string{revisionAnnotation: "1"},
+	{ObjectMeta: metav1.ObjectMeta{Name: "llama-old", UID: "uid-old", Annotations: map[string]string{revisionAnnotation: "1"},
 		Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "old"}}},
-	{ObjectMeta: metav1.ObjectMeta{Name: "llama-new", Annotations: map[string]string{revisionAnnotation: "2"},
+	{ObjectMeta: metav1.ObjectMeta{Name: "llama-new", UID: "uid-new", Annotations: map[string]string{revisionAnnotation: "2"},
 		Labels: map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: "new"}}},
 }
 
@@ -148,6 +153,19 @@ func TestStatus(t *testing.T) {
 				pod("llama-new-a", "new", scheduledOK, initState(loaderContainer, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 					ExitCode: 3, Reason: "Error", Message: "hf://org/model: 401 Unauthorized: the token cannot read this repository"}}, nil))}},
 			phase: servingv1.PhaseFailed, reason: ReasonLoaderFailed, message: "exited with code 3 (last exit code 3: hf://org/model: 401", progressing: metav1.ConditionFalse,
+		},
+		// Anyone who may create Pods in the namespace can label one like
+		// the Deployment's: only a Pod its ReplicaSet controls counts.
+		"a Pod labelled like ours but not the ReplicaSet's": {
+			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
+				pod("llama-new-a", "new", scheduledOK, loaderRunning, mainState("server", waiting("PodInitializing", ""))),
+				func() corev1.Pod {
+					p := pod("forged", "new", scheduledOK, initState(loaderContainer, waiting("CrashLoopBackOff", "back-off 40s"),
+						&corev1.ContainerStateTerminated{ExitCode: 1, Message: "made up"}))
+					p.OwnerReferences = nil
+					return p
+				}()}},
+			phase: servingv1.PhaseLoading, reason: ReasonLoading, message: "llama-new-a is loading the model", progressing: metav1.ConditionTrue,
 		},
 		"the loader crash-looping": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
