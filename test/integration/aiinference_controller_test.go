@@ -142,10 +142,13 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		Expect(c.Get(ctx, key, d)).To(Succeed())
 		Expect(c.Get(ctx, key, svc)).To(Succeed())
 		versions := []string{d.ResourceVersion, svc.ResourceVersion, ai.ResourceVersion}
+		reviews := reviewCount("Deployment")
 		for range 20 {
 			_, err := rec.Reconcile(ctx, reconcile.Request{NamespacedName: key})
 			Expect(err).NotTo(HaveOccurred())
 		}
+		Expect(reviewCount("Deployment")).To(Equal(reviews),
+			"a settled Deployment was sent to the webhook again (a dry run): nothing had changed on either side")
 		Expect(c.Get(ctx, key, d)).To(Succeed())
 		Expect(c.Get(ctx, key, svc)).To(Succeed())
 		Expect(c.Get(ctx, key, ai)).To(Succeed())

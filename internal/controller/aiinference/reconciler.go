@@ -72,6 +72,8 @@ type Reconciler struct {
 	Metrics *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	settled settledChildren
 }
 
 // NewReconciler is the reconciler modelgate serve runs in mgr: children
@@ -124,6 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, ai); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.forget(req.NamespacedName)
+			r.settled.forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -200,11 +203,16 @@ func (r *Reconciler) apply(ctx context.Context, ai *servingv1.AIInference, obj c
 	applied := &unstructured.Unstructured{}
 	applied.SetUnstructuredContent(u)
 	if live != nil {
+		fp := fingerprint(applied, live)
+		if r.settled.is(kind, key, fp) {
+			return deploymentOf(live), nil, nil
+		}
 		dry := applied.DeepCopy()
 		if err := r.Client.Patch(ctx, dry, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
 			return nil, problemOf(kind, key, err), nil
 		}
 		if sameObject(dry, live) {
+			r.settled.remember(kind, key, fp)
 			return deploymentOf(live), nil, nil
 		}
 	}
@@ -345,7 +353,7 @@ func sameObject(dry *unstructured.Unstructured, live client.Object) bool {
 		return false
 	}
 	d := dry.Object
-	for _, path := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}, {"metadata", "ownerReferences"}} {
+	for _, path := range comparedPaths {
 		a, _, _ := unstructured.NestedFieldNoCopy(d, path...)
 		b, _, _ := unstructured.NestedFieldNoCopy(l, path...)
 		if !equality.Semantic.DeepEqual(a, b) {
