@@ -127,6 +127,8 @@ var _ = Describe("AIInferences", func() {
 		// The fixed point, in a running cluster: Pods and ReplicaSets
 		// keep changing status, the controller keeps reconciling, and the
 		// Deployments are never written.
+		reviews := modelgateMetric(ctx, Default, "modelgate_mutating_reviews_total", map[string]string{"kind": "Deployment"})
+		Expect(reviews).To(BeNumerically(">=", len(names)), "the controller's Deployments went through the webhook")
 		versions := map[string]string{}
 		for _, name := range names {
 			d := &appsv1.Deployment{}
@@ -140,6 +142,9 @@ var _ = Describe("AIInferences", func() {
 				g.Expect(d.ResourceVersion).To(Equal(versions[name]), "Deployment %s was written", name)
 			}
 		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+		Expect(modelgateMetric(ctx, Default, "modelgate_mutating_reviews_total", map[string]string{"kind": "Deployment"})).To(Equal(reviews),
+			"a settled Deployment went through the webhook again (a dry run)")
+		Expect(modelgateMetric(ctx, Default, "modelgate_aiinference_phase", map[string]string{"phase": "Ready"})).To(BeNumerically(">=", len(names)))
 	}, SpecTimeout(4*time.Minute))
 
 	It("stays Pending with the scheduler's reason when no node fits", func(ctx SpecContext) {

@@ -1,11 +1,15 @@
 package e2e_test
 
 import (
+	"context"
+	"net/http"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -157,4 +161,32 @@ func gpuTolerations(ts []corev1.Toleration) int {
 
 func expressions(t corev1.NodeSelectorTerm, key string) int {
 	return count(t.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool { return e.Key == key })
+}
+
+// modelgateMetric sums the series of a counter or gauge modelgate serves
+// whose labels include match; 0 when there is none yet.
+func modelgateMetric(ctx context.Context, g Gomega, name string, match map[string]string) float64 {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && labels[k] == v
+		}
+		if ok {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
 }

@@ -52,6 +52,9 @@ var (
 	k8s client.Client
 	// nodes are the fake nodes by name.
 	nodes map[string]*corev1.Node
+	// metricsAddr is where modelgate serves its metrics (plain HTTP on
+	// loopback in the simulated cluster).
+	metricsAddr string
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
@@ -69,8 +72,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	dir, err := os.MkdirTemp("", "modelgate-e2e-")
 	Expect(err).NotTo(HaveOccurred())
 	started := time.Now()
+	metricsAddr, err = cluster.FreeAddr()
+	Expect(err).NotTo(HaveOccurred())
 	gpuCluster, err = cluster.Start(ctx, cluster.Options{
-		Root: root, Dir: dir, Modelgate: binary, User: developerName,
+		Root: root, Dir: dir, Modelgate: binary, User: developerName, MetricsAddr: metricsAddr,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry("cluster start", time.Since(started).Round(time.Millisecond).String())
