@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,6 +164,14 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 	It("starts from an empty namespace: two replicas converge on one Secret, inject it and both serve it", func() {
 		Eventually(a.ready).WithTimeout(30 * time.Second).Should(Succeed())
 		Eventually(b.ready).WithTimeout(30 * time.Second).Should(Succeed())
+		// One replica holds the AIInference controller's Lease; the other
+		// is ready and serves all the same.
+		lease := &coordinationv1.Lease{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: webhook.LeaderElectionID}, lease)).To(Succeed())
+			g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+			g.Expect(*lease.Spec.HolderIdentity).NotTo(BeEmpty())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		state, err := secretState(ctx)
 		Expect(err).NotTo(HaveOccurred())
