@@ -19,7 +19,8 @@ func addController(mgr manager.Manager, cfg *config.Configuration) error {
 		return nil
 	}
 	r := aiinference.NewReconciler(mgr, engines(cfg.Controller.Engines), crmetrics.Registry)
-	if err := r.SetupWithManager(mgr); err != nil {
+	served := func() (bool, error) { return aiinference.Served(mgr) }
+	if err := r.SetupWhenServed(mgr, served, aiinference.CRDPoll); err != nil {
 		return fmt.Errorf("adding the AIInference controller: %w", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -45,6 +46,8 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		ns      string
 		rec     *aiinference.Reconciler
 		metrics *prometheus.Registry
+		// looks counts the controller's looks for the AIInference API.
+		looks int
 		c       client.Client
 		stored  = func(name string) *servingv1.AIInference {
 			GinkgoHelper()
@@ -67,7 +70,18 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		metrics = prometheus.NewRegistry()
 		rec = aiinference.NewReconciler(mgr, nil, metrics)
-		Expect(rec.SetupWithManager(mgr)).To(Succeed())
+		// As if the CRD came after modelgate: the first looks find no
+		// AIInference API, and the controller joins the running manager
+		// once it is served (modelgate serve's path when the CRD is there
+		// at start runs in the e2e suite).
+		served := func() (bool, error) {
+			looks++
+			if looks < 3 {
+				return false, nil
+			}
+			return aiinference.Served(mgr)
+		}
+		Expect(rec.SetupWhenServed(mgr, served, 100*time.Millisecond)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
 		done = make(chan struct{})
@@ -99,6 +113,7 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		d := &appsv1.Deployment{}
 		Eventually(func() error { return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "llama"}, d) }).Should(Succeed())
 		Expect(metav1.IsControlledBy(d, ai)).To(BeTrue(), "the AIInference controls its Deployment: garbage collection deletes it")
+		Expect(looks).To(Equal(3), "the controller started once the API was served, after two looks that found none")
 		loaders := 0
 		for _, c := range d.Spec.Template.Spec.InitContainers {
 			if c.Name == mutators.ModelLoaderName {
