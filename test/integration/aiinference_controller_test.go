@@ -47,9 +47,9 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		rec     *aiinference.Reconciler
 		metrics *prometheus.Registry
 		// looks counts the controller's looks for the AIInference API.
-		looks int
-		c       client.Client
-		stored  = func(name string) *servingv1.AIInference {
+		looks  int
+		c      client.Client
+		stored = func(name string) *servingv1.AIInference {
 			GinkgoHelper()
 			ai := &servingv1.AIInference{}
 			Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ai)).To(Succeed())
