@@ -60,19 +60,12 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	if rotator != nil {
 		tlsOpts = append(tlsOpts, servingCertificate(rotator))
 	}
-	server := crwebhook.NewServer(crwebhook.Options{
-		Host:     cfg.Webhook.Host,
-		Port:     int(cfg.Webhook.Port),
-		CertDir:  cfg.Webhook.CertDir,
-		CertName: cfg.Webhook.CertName,
-		KeyName:  cfg.Webhook.KeyName,
-		TLSOpts:  tlsOpts,
-	})
 	d := &drain{period: cfg.DrainPeriod.Duration}
+	server := newWebhookServer(cfg, d, tlsOpts)
 	elect := cfg.ControllerEnabled() && (cfg.Controller.LeaderElection == nil || *cfg.Controller.LeaderElection)
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
-		WebhookServer:           limitedServer{Server: server, limiter: NewLimiter(DefaultLimits()), drain: d},
+		WebhookServer:           server,
 		Metrics:                 metricsOptions(cfg.Metrics),
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
@@ -116,6 +109,52 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		return nil, fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
 	return drainingManager{Manager: mgr, drain: d}, nil
+}
+
+// newWebhookServer is the HTTPS server of the admission webhooks: the
+// configured address, certificate files and TLS settings, behind the
+// request limits (limits.go) and the drain (drain.go).
+func newWebhookServer(cfg *config.Configuration, d *drain, tlsOpts []func(*tls.Config)) crwebhook.Server {
+	server := crwebhook.NewServer(crwebhook.Options{
+		Host:     cfg.Webhook.Host,
+		Port:     int(cfg.Webhook.Port),
+		CertDir:  cfg.Webhook.CertDir,
+		CertName: cfg.Webhook.CertName,
+		KeyName:  cfg.Webhook.KeyName,
+		TLSOpts:  tlsOpts,
+	})
+	return limitedServer{Server: server, limiter: NewLimiter(DefaultLimits()), drain: d}
+}
+
+// registerWorkloads registers the workload webhooks: /mutate and
+// /validate.
+func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine, pm *PolicyMetrics) {
+	srv.Register(MutatePath, &admission.Webhook{
+		Handler:      NewMutating(cfg, ns, NewMetrics(defaultRegistry)),
+		RecoverPanic: ptr.To(true),
+	})
+	srv.Register(ValidatePath, &admission.Webhook{
+		Handler:      NewValidating(cfg, engine, ns, pm),
+		RecoverPanic: ptr.To(true),
+	})
+}
+
+// NewWorkloadServer is the workload webhooks' HTTPS server (/mutate and
+// /validate) as serve wires it: the same TLS settings, request limits,
+// drain, handlers, metrics and logging, with the namespace labels from ns
+// and the policies of engine instead of a manager's cache and
+// WorkloadPolicy controller. make bench-http serves with it; Start it
+// with Start.
+func NewWorkloadServer(cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine) crwebhook.Server {
+	srv := newWebhookServer(cfg, &drain{period: cfg.DrainPeriod.Duration}, []func(*tls.Config){TLSOptions(cfg.Webhook)})
+	registerWorkloads(srv, cfg, ns, engine, NewPolicyMetrics(defaultRegistry))
+	return srv
+}
+
+// NewPolicyEngine is the policy engine serve evaluates with: the
+// configured evaluation timeout, observed by the policy metrics.
+func NewPolicyEngine(cfg *config.Configuration) *policies.Engine {
+	return policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: NewPolicyMetrics(defaultRegistry)})
 }
 
 // LeaderElectionID is the Lease, in modelgate's namespace, whose holder
@@ -186,19 +225,11 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 		poll:   namespaceCachePoll,
 	}
 	srv := mgr.GetWebhookServer()
-	srv.Register(MutatePath, &admission.Webhook{
-		Handler:      NewMutating(cfg, ns, NewMetrics(defaultRegistry)),
-		RecoverPanic: ptr.To(true),
-	})
-
 	pm := NewPolicyMetrics(defaultRegistry)
 	engine := policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm})
 	registerLoaded(engine)
 	store := policies.NewStore(engine)
-	srv.Register(ValidatePath, &admission.Webhook{
-		Handler:      NewValidating(cfg, engine, ns, pm),
-		RecoverPanic: ptr.To(true),
-	})
+	registerWorkloads(srv, cfg, ns, engine, pm)
 	srv.Register(ValidatePolicyPath, &admission.Webhook{
 		Handler:      PolicyValidator{},
 		RecoverPanic: ptr.To(true),

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/webhook"
+)
+
+// target is one path of one server.
+type target struct {
+	name string // as printed
+	mode string // the server mode that serves it
+	path string
+	body []byte
+}
+
+// bench starts each server in turn, pinned, measures its paths at every
+// concurrency, and prints the table.
+func bench(ctx context.Context, o options) error {
+	dir, err := os.MkdirTemp("", "bench-http-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	roots, err := writeCertificate(dir)
+	if err != nil {
+		return err
+	}
+	secret := seal.Generate()
+	if err := os.WriteFile(filepath.Join(dir, "record-key"), secret, 0o600); err != nil {
+		return err
+	}
+	key, err := seal.New(secret)
+	if err != nil {
+		return err
+	}
+	mutate, validate, err := bodies(o.root, key)
+	if err != nil {
+		return err
+	}
+	targets := []target{
+		{name: "floor", mode: "serve-floor", path: "/", body: mutate},
+		{name: webhook.MutatePath + " (vLLM Deployment)", mode: "serve-modelgate", path: webhook.MutatePath, body: mutate},
+		{name: webhook.ValidatePath + " (8 policies, injected Deployment)", mode: "serve-modelgate", path: webhook.ValidatePath, body: validate},
+	}
+	fmt.Fprintf(os.Stderr, "bench-http: servers on CPU %q, load on CPU %q, %s per cell after %s of warm-up; %s\n",
+		o.serverCPU, o.loadCPU, o.duration, o.warmup, runtime.Version())
+	results := map[string]map[int]result{}
+	for i, t := range targets {
+		// A server per path, so that each path's profile is its own.
+		profile := ""
+		if o.profileDir != "" {
+			profile = filepath.Join(o.profileDir, []string{"floor", "mutate", "validate"}[i])
+		}
+		logPath := filepath.Join(dir, fmt.Sprintf("server-%d.log", i))
+		srv, err := startServer(ctx, t.mode, o.serverCPU, dir, o.root, logPath, profile)
+		if err != nil {
+			return err
+		}
+		results[t.name] = map[int]result{}
+		for _, c := range o.concurrency {
+			hc := client(roots, c)
+			r, err := measure(ctx, hc, "https://"+srv.addr+t.path+"?timeout=5s", t.body, c, o.warmup, o.duration)
+			hc.CloseIdleConnections()
+			if err != nil {
+				srv.stop()
+				return fmt.Errorf("%s at c=%d: %w (server log: %s)", t.name, c, err, logPath)
+			}
+			results[t.name][c] = r
+			fmt.Fprintf(os.Stderr, "  %-45s c=%-3d %8.0f rps\n", t.name, c, r.rps())
+		}
+		srv.stop()
+	}
+	return report(os.Stdout, targets, o.concurrency, results)
+}
+
+// report prints one row per path and concurrency: rps, p50, p99, errors,
+// and the ratio of its rps to the floor's at the same concurrency.
+func report(w *os.File, targets []target, conc []int, results map[string]map[int]result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tc\trps\tp50\tp99\terrors\tvs floor\t")
+	floor := results[targets[0].name]
+	for _, c := range conc {
+		for _, t := range targets {
+			r := results[t.name][c]
+			ratio := r.rps() / floor[c].rps()
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%.2f×\t\n", t.name, c, r.rps(), ms(r.quantile(0.50)), ms(r.quantile(0.99)), r.errors, ratio)
+		}
+	}
+	return tw.Flush()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

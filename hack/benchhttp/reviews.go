@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// teamNamespace is where the reviewed objects are; its labels come from
+// fixedNamespaces, not an API server.
+const teamNamespace = "team-a"
+
+// nsTable is a fixed namespace-label source.
+type nsTable map[string]map[string]string
+
+func (t nsTable) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
+	return t[name], nil
+}
+
+var fixedNamespaces = nsTable{teamNamespace: {"kubernetes.io/metadata.name": teamNamespace, "modelgate.io/team": "ml-platform"}}
+
+// requester is who sends the objects: a developer.
+var requester = authenticationv1.UserInfo{Username: "alice@example.com", Groups: []string{"system:authenticated"}}
+
+// libraryPolicies compiles the policy library as its samples ship it
+// (config/samples/policies), parameters included.
+func libraryPolicies(root string) ([]*policies.Compiled, error) {
+	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "policies", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*policies.Compiled
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		wp := &policyv1.WorkloadPolicy{}
+		if err := yaml.UnmarshalStrict(data, wp); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		c, err := validators.CompileWorkloadPolicy(context.Background(), wp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no policies in %s/config/samples/policies: run from the repository root or set --root", root)
+	}
+	return out, nil
+}
+
+// vllmDeployment is a typical opted-in GPU Deployment: vLLM serving a
+// pinned model from the Hub on an A100 or H100, with the labels and
+// annotations such manifests carry.
+func vllmDeployment() *appsv1.Deployment {
+	labels := map[string]string{"app.kubernetes.io/name": "llm-server", "tier": "gpu"}
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "llm-server", Labels: map[string]string{
+			"app.kubernetes.io/name": "llm-server", "app.kubernetes.io/part-of": "inference", "app.kubernetes.io/version": "1.0.0"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					"modelgate.io/inject":         "true",
+					"modelgate.io/model":          "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
+					"modelgate.io/model-size":     "20Gi",
+					"modelgate.io/engine":         "vllm",
+					"modelgate.io/gpu":            "1",
+					"modelgate.io/gpu-product":    "NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3",
+					"modelgate.io/warmup-timeout": "900",
+					"prometheus.io/scrape":        "true",
+					"prometheus.io/port":          "9090",
+				}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "server", Image: "vllm/vllm-openai:v0.6.3", Args: []string{"--model", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"},
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi")}},
+				}}},
+			},
+		},
+	}
+}
+
+// bodies are the request bodies the load sends: the vLLM Deployment's
+// CREATE to /mutate, and to /validate the same Deployment as the mutating
+// webhook leaves it (admitted offline by modelgate's own handlers, sealed
+// with the key the server is given).
+func bodies(root string, key *seal.Key) (mutate, validate []byte, err error) {
+	raw, err := json.Marshal(vllmDeployment())
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := config.New()
+	cfg.RecordKey = key
+	compiled, err := libraryPolicies(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	admitter, err := offline.NewAdmitter(cfg, offline.NewEngine(cfg, compiled), fixedNamespaces)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := admitter.Admit(context.Background(), offline.Request{Object: raw, Namespace: teamNamespace, User: requester})
+	if err != nil {
+		return nil, nil, err
+	}
+	if out.Decision != offline.Allowed || !out.Mutated {
+		return nil, nil, fmt.Errorf("the benchmark Deployment is not injected and allowed: %v %v", out.Decision, out.Denials)
+	}
+	if mutate, err = review(raw); err != nil {
+		return nil, nil, err
+	}
+	if validate, err = review(out.Object); err != nil {
+		return nil, nil, err
+	}
+	return mutate, validate, nil
+}
+
+// review is an AdmissionReview of a Deployment CREATE, as kube-apiserver
+// sends it.
+func review(obj []byte) ([]byte, error) {
+	r := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:             "705ab4f5-6393-11e8-b7cc-42010a800002",
+			Kind:            metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+			Resource:        metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+			RequestKind:     &metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+			RequestResource: &metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+			Name:            "llm-server",
+			Namespace:       teamNamespace,
+			Operation:       admissionv1.Create,
+			UserInfo:        requester,
+			Object:          runtime.RawExtension{Raw: obj},
+			DryRun:          ptr.To(false),
+			Options:         runtime.RawExtension{Raw: []byte(`{"kind":"CreateOptions","apiVersion":"meta.k8s.io/v1"}`)},
+		},
+	}
+	return json.Marshal(&r)
+}
