@@ -157,6 +157,11 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model from a fake Hub on loopback against an io.Copy floor, in one run: throughput, peak RSS, re-fetch per SIGKILL, cache hit.
 	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
 
+.PHONY: bench-http
+bench-http: ## Measure modelgate's admission HTTP path (/mutate; /validate with the policy library) against a no-op TLS floor in one run, each server on one core and the load on another: rps, p50, p99 and the ratio to the floor (BENCH_HTTP_FLAGS, e.g. --duration 10s --profile DIR; docs/performance.md).
+	$(GO) build -o $(LOCALBIN)/bench-http ./hack/benchhttp
+	$(LOCALBIN)/bench-http --root . $(BENCH_HTTP_FLAGS)
+
 .PHONY: soak
 soak: build $(ENVTEST_DEPS) ## Soak bin/modelgate against a real kube-apiserver and etcd: SOAK_DURATION (10m) of mixed reviews at the highest rate one CPU sustains, a rolling restart of two replicas under API server traffic, and attacks replayed; prints the report (SOAK_OUT to keep it in a file).
 	$(GO) build -o $(LOCALBIN)/soak ./hack/soak

@@ -133,10 +133,20 @@ func (h *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The body is whole and counted in flight: its reading room is free.
 	h.reading.Release(held)
 	held = 0
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.Body = &readBody{Reader: bytes.NewReader(body), data: body}
 	r.ContentLength = int64(len(body))
 	h.next.ServeHTTP(w, r)
 }
+
+// readBody is a request body the limits have read whole: reviewHTTP takes
+// its bytes as they are instead of copying them.
+type readBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+// Close implements io.Closer.
+func (*readBody) Close() error { return nil }
 
 // receive reads the whole body, at most MaxRequestBytes, counting every
 // byte of its buffer past freeReadBytes against the reading budget before

@@ -85,15 +85,24 @@ func (h *Mutating) Handle(ctx context.Context, req admission.Request) admission.
 	kind, op := req.Kind.Kind, string(req.Operation)
 	resp, outcome := h.handle(ctx, req)
 	h.metrics.review(kind, op, outcome)
-	log := logf.FromContext(ctx).WithValues("kind", kind, "namespace", req.Namespace, "name", req.Name,
-		"operation", op, "uid", req.UID, "outcome", outcome)
+	// The request's fields are added only to a line that is written:
+	// adding them costs more than most reviews' own work.
+	log := logf.FromContext(ctx)
+	fields := func() []any {
+		return []any{"kind", kind, "namespace", req.Namespace, "name", req.Name, "operation", op,
+			"user", req.UserInfo.Username, "uid", req.UID, "outcome", outcome}
+	}
 	switch outcome {
 	case outcomeError:
-		log.Error(nil, "mutating review failed", "message", resp.Result.Message)
+		log.Error(nil, "mutating review failed", append(fields(), "message", resp.Result.Message)...)
 	case outcomeInjected:
-		log.V(1).Info("injected", "patches", len(resp.Patches))
+		if l := log.V(1); l.Enabled() {
+			l.Info("injected", append(fields(), "patches", len(resp.Patches))...)
+		}
 	default:
-		log.V(2).Info("reviewed")
+		if l := log.V(2); l.Enabled() {
+			l.Info("reviewed", fields()...)
+		}
 	}
 	return resp
 }

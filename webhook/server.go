@@ -129,14 +129,8 @@ func newWebhookServer(cfg *config.Configuration, d *drain, tlsOpts []func(*tls.C
 // registerWorkloads registers the workload webhooks: /mutate and
 // /validate.
 func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine, pm *PolicyMetrics) {
-	srv.Register(MutatePath, &admission.Webhook{
-		Handler:      NewMutating(cfg, ns, NewMetrics(defaultRegistry)),
-		RecoverPanic: ptr.To(true),
-	})
-	srv.Register(ValidatePath, &admission.Webhook{
-		Handler:      NewValidating(cfg, engine, ns, pm),
-		RecoverPanic: ptr.To(true),
-	})
+	srv.Register(MutatePath, newReviewHTTP(NewMutating(cfg, ns, NewMetrics(defaultRegistry))))
+	srv.Register(ValidatePath, newReviewHTTP(NewValidating(cfg, engine, ns, pm)))
 }
 
 // NewWorkloadServer is the workload webhooks' HTTPS server (/mutate and

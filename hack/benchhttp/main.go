@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,6 +74,10 @@ func run(args []string) error {
 			return fmt.Errorf("--concurrency: %q is not a positive integer", s)
 		}
 		o.concurrency = append(o.concurrency, n)
+	}
+	if runtime.NumCPU() < 2 && os.Getenv("BENCH_HTTP_PINNED") == "" {
+		fmt.Fprintln(os.Stderr, "bench-http: one CPU: nothing is pinned, the load and the server share it")
+		o.serverCPU, o.loadCPU = "", ""
 	}
 	if err := pinSelf(o.loadCPU); err != nil {
 		return err

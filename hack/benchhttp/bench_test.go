@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/modelgate/modelgate/internal/seal"
+)
+
+// TestBodies: the load's reviews are what the table says: the vLLM
+// Deployment as sent, and the same Deployment injected (the loader and
+// the record) for /validate, both CREATE reviews of the team namespace.
+func TestBodies(t *testing.T) {
+	key, err := seal.New(seal.Generate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate, validate, err := bodies(filepath.Join("..", ".."), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{"mutate": mutate, "validate": validate} {
+		var ar admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &ar); err != nil || ar.Request == nil {
+			t.Fatalf("%s: not a review: %v", name, err)
+		}
+		if ar.APIVersion != "admission.k8s.io/v1" || ar.Request.Operation != admissionv1.Create || ar.Request.Namespace != teamNamespace {
+			t.Errorf("%s: %s %s in %q", name, ar.APIVersion, ar.Request.Operation, ar.Request.Namespace)
+		}
+		injected := bytes.Contains(ar.Request.Object.Raw, []byte("model-loader"))
+		if injected != (name == "validate") {
+			t.Errorf("%s: the object carries the loader: %v", name, injected)
+		}
+	}
+}
+
+func TestResult(t *testing.T) {
+	r := result{requests: 100, elapsed: 2 * time.Second}
+	for i := range 100 {
+		r.latencies = append(r.latencies, time.Duration(i+1)*time.Millisecond)
+	}
+	if r.rps() != 50 || r.quantile(0.5) != 50*time.Millisecond || r.quantile(0.99) != 99*time.Millisecond {
+		t.Errorf("rps %v p50 %v p99 %v", r.rps(), r.quantile(0.5), r.quantile(0.99))
+	}
+	if (result{}).quantile(0.99) != 0 {
+		t.Error("quantile of nothing is not 0")
+	}
+}

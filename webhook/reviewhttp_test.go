@@ -1,0 +1,131 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// reviewBodyOf is an AdmissionReview of req in apiVersion, as the API
+// server sends it.
+func reviewBodyOf(t testing.TB, apiVersion string, req admission.Request) []byte {
+	t.Helper()
+	return toJSON(t, admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "AdmissionReview"},
+		Request:  &req.AdmissionRequest,
+	})
+}
+
+// serve answers body with h, and returns the status and body written.
+func serve(h http.Handler, contentType string, body []byte) (int, []byte) {
+	r := httptest.NewRequest(http.MethodPost, "/mutate?timeout=5s", bytes.NewReader(body))
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.Bytes()
+}
+
+// panicking is a handler that panics.
+type panicking struct{}
+
+func (panicking) Handle(context.Context, admission.Request) admission.Response { panic("boom") }
+
+// TestReviewHTTPAnswersAsAdmissionWebhook holds reviewHTTP to
+// controller-runtime's admission.Webhook, which it replaces: the same
+// bytes for every review a handler answers (the golden inputs, injected
+// or not, v1 and v1beta1, one without a type, one without a request, a
+// panic), and the same status and result code for bodies that are not
+// reviews.
+func TestReviewHTTPAnswersAsAdmissionWebhook(t *testing.T) {
+	mutating := NewMutating(loadGoldenConfig(t), goldenNamespaces, NewMetrics(nil))
+	ours, theirs := newReviewHTTP(mutating), &admission.Webhook{Handler: mutating, RecoverPanic: ptr.To(true)}
+	same := map[string][]byte{}
+	for name, path := range goldenInputs(t) {
+		in := readGoldenInput(t, path)
+		same[name] = reviewBodyOf(t, "admission.k8s.io/v1", in.request(admissionv1.Create, in.raw, nil))
+		same[name+" in v1beta1"] = reviewBodyOf(t, "admission.k8s.io/v1beta1", in.request(admissionv1.Create, in.raw, nil))
+	}
+	plain := create(t, object("Deployment", nsPlain, builders.Options{}), alice)
+	same["not opted in"] = reviewBodyOf(t, "admission.k8s.io/v1", plain)
+	same["no type"] = bytes.Replace(reviewBodyOf(t, "admission.k8s.io/v1", plain), []byte(`"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1",`), nil, 1)
+	same["no request"] = []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1"}`)
+	if !bytes.Contains(same["no type"], []byte(`{"request":`)) {
+		t.Fatalf("the untyped review still has a type: %s", same["no type"][:80])
+	}
+	for name, body := range same {
+		t.Run(name, func(t *testing.T) {
+			wantCode, want := serve(theirs, "application/json", body)
+			gotCode, got := serve(ours, "application/json", body)
+			if gotCode != wantCode || !bytes.Equal(got, want) {
+				t.Errorf("answer %d %s\nadmission.Webhook's %d %s", gotCode, got, wantCode, want)
+			}
+		})
+	}
+	t.Run("a panic", func(t *testing.T) {
+		body := reviewBodyOf(t, "admission.k8s.io/v1", plain)
+		wantCode, want := serve(&admission.Webhook{Handler: panicking{}, RecoverPanic: ptr.To(true)}, "application/json", body)
+		gotCode, got := serve(newReviewHTTP(panicking{}), "application/json", body)
+		if gotCode != wantCode || !bytes.Equal(got, want) {
+			t.Errorf("answer %d %s\nadmission.Webhook's %d %s", gotCode, got, wantCode, want)
+		}
+	})
+
+	// Stricter than admission.Webhook, which reads these as reviews of
+	// the version they name (or an empty v1 one) and runs the handler:
+	// none is a review the API server sends.
+	for name, body := range map[string][]byte{
+		"empty":           nil,
+		"another kind":    []byte(`{"kind":"ConversionReview","apiVersion":"apiextensions.k8s.io/v1","request":{}}`),
+		"unknown version": []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v2","request":{}}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, got := serve(ours, "application/json", body)
+			var g admissionv1.AdmissionReview
+			if err := json.Unmarshal(got, &g); err != nil || code != http.StatusOK || g.Response == nil || g.Response.Allowed || g.Response.Result.Code != http.StatusBadRequest {
+				t.Errorf("answer %d %s (%v): want a review answered 400", code, got, err)
+			}
+		})
+	}
+
+	bad := map[string]struct {
+		contentType string
+		body        []byte
+	}{
+		"not JSON":                  {"application/json", []byte("{not json")},
+		"wrong content type":        {"text/plain", reviewBodyOf(t, "admission.k8s.io/v1", plain)},
+		"no content type":           {"", reviewBodyOf(t, "admission.k8s.io/v1", plain)},
+		"a field of the wrong type": {"application/json", []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":7}}`)},
+	}
+	for name, tc := range bad {
+		t.Run(name, func(t *testing.T) {
+			wantCode, want := serve(theirs, tc.contentType, tc.body)
+			gotCode, got := serve(ours, tc.contentType, tc.body)
+			var w, g admissionv1.AdmissionReview
+			if err := json.Unmarshal(want, &w); err != nil {
+				t.Fatalf("admission.Webhook's answer %s: %v", want, err)
+			}
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("answer %s: %v", got, err)
+			}
+			if gotCode != wantCode || g.Response == nil || g.Response.Allowed || g.Response.Result.Code != w.Response.Result.Code {
+				t.Errorf("answer %d %s\nadmission.Webhook's %d %s", gotCode, got, wantCode, want)
+			}
+			if !strings.Contains(string(got), `"code":400`) {
+				t.Errorf("answer %s: want a 400", got)
+			}
+		})
+	}
+}
