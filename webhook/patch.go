@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -236,30 +238,52 @@ func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after 
 }
 
 // encodePatch writes the operations as a JSON patch document. Each value is
-// encoded once; jsonpatch.Operation's own MarshalJSON would encode it, then
-// re-validate and compact the result.
+// encoded once, straight into one pooled buffer (json.Marshal would copy
+// each out of its own; jsonpatch.Operation's MarshalJSON would also
+// re-validate and compact the result); the document is copied out at its
+// exact size.
 func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
-	buf := make([]byte, 0, 256*len(ops))
-	buf = append(buf, '[')
+	buf := buffers.Get().(*bytes.Buffer)
+	defer putBuffer(buf)
+	enc := json.NewEncoder(buf)
+	var scratch []byte
+	buf.WriteByte('[')
 	for i, op := range ops {
 		if i > 0 {
-			buf = append(buf, ',')
+			buf.WriteByte(',')
 		}
-		buf = append(buf, `{"op":`...)
-		buf = strconv.AppendQuote(buf, op.Operation)
-		buf = append(buf, `,"path":`...)
-		buf = strconv.AppendQuote(buf, op.Path)
+		buf.WriteString(`{"op":`)
+		scratch = strconv.AppendQuote(scratch[:0], op.Operation)
+		buf.Write(scratch)
+		buf.WriteString(`,"path":`)
+		scratch = strconv.AppendQuote(scratch[:0], op.Path)
+		buf.Write(scratch)
 		if op.Operation != "remove" {
-			v, err := json.Marshal(op.Value)
-			if err != nil {
+			buf.WriteString(`,"value":`)
+			if err := enc.Encode(op.Value); err != nil {
 				return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
 			}
-			buf = append(buf, `,"value":`...)
-			buf = append(buf, v...)
+			buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 		}
-		buf = append(buf, '}')
+		buf.WriteByte('}')
 	}
-	return append(buf, ']'), nil
+	buf.WriteByte(']')
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// buffers are reused encoding buffers.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer is the largest buffer kept for reuse: one that grew for
+// a rare large review goes back to the heap.
+const maxPooledBuffer = 1 << 20
+
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() > maxPooledBuffer {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
 }
 
 // patchResponse allows the request with a JSON patch already encoded.

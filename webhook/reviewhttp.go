@@ -138,8 +138,9 @@ func (h *reviewHTTP) fail(w http.ResponseWriter, code int32, err error) {
 
 // write encodes the answer.
 func (h *reviewHTTP) write(w http.ResponseWriter, ar admissionv1.AdmissionReview) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(ar); err != nil {
+	buf := buffers.Get().(*bytes.Buffer)
+	defer putBuffer(buf)
+	if err := json.NewEncoder(buf).Encode(ar); err != nil {
 		h.log.Error(err, "unable to encode the response")
 		http.Error(w, "unable to encode the response", http.StatusInternalServerError)
 		return

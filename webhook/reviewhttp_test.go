@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // reviewBodyOf is an AdmissionReview of req in apiVersion, as the API
@@ -127,5 +128,47 @@ func TestReviewHTTPAnswersAsAdmissionWebhook(t *testing.T) {
 				t.Errorf("answer %s: want a 400", got)
 			}
 		})
+	}
+}
+
+// BenchmarkReviewHTTP is a whole review through the HTTP handler, from the
+// body to the answer written (no TLS, no network): controller-runtime's
+// admission.Webhook, the baseline, and reviewHTTP, for the typical vLLM
+// Deployment's mutating review and its validating review under the policy
+// library.
+func BenchmarkReviewHTTP(b *testing.B) {
+	mutating := NewMutating(config.New(), testNamespaces, NewMetrics(nil))
+	validating := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
+	a := map[string]string{
+		"modelgate.io/inject": "true", "modelgate.io/model": "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
+		"modelgate.io/gpu": "1", "modelgate.io/gpu-product": "NVIDIA-H100-80GB-HBM3", "modelgate.io/engine": "vllm",
+	}
+	paths := []struct {
+		name    string
+		handler admission.Handler
+		body    []byte
+	}{
+		{"mutate", mutating, reviewBodyOf(b, "admission.k8s.io/v1", create(b, object("Deployment", nsPlain, benchDeployment(builders.Options{TemplateAnnotations: a})), alice))},
+		{"validate", validating, reviewBodyOf(b, "admission.k8s.io/v1", injectedReview(b))},
+	}
+	for _, p := range paths {
+		for _, s := range []struct {
+			name string
+			h    http.Handler
+		}{
+			{"admission.Webhook", &admission.Webhook{Handler: p.handler, RecoverPanic: ptr.To(true)}},
+			{"reviewHTTP", newReviewHTTP(p.handler)},
+		} {
+			b.Run(p.name+"/"+s.name, func(b *testing.B) {
+				if code, out := serve(s.h, "application/json", p.body); code != http.StatusOK || !bytes.Contains(out, []byte(`"allowed":true`)) {
+					b.Fatalf("%d %s", code, out)
+				}
+				b.ReportAllocs()
+				b.SetBytes(int64(len(p.body)))
+				for b.Loop() {
+					serve(s.h, "application/json", p.body)
+				}
+			})
+		}
 	}
 }
