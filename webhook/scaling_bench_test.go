@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// The scaling benchmarks of issue 17: what a validating review costs as the
+// policies in force and the object grow, and what loading 100
+// WorkloadPolicies costs a replica that starts.
+
+// nPolicies is the library's sample WorkloadPolicies repeated to n, each
+// under its own name.
+func nPolicies(tb testing.TB, n int) []*policyv1.WorkloadPolicy {
+	tb.Helper()
+	lib := samplePolicies(tb)
+	out := make([]*policyv1.WorkloadPolicy, 0, n)
+	for i := range n {
+		wp := lib[i%len(lib)].DeepCopy()
+		wp.Name = fmt.Sprintf("%s-%d", wp.Name, i)
+		out = append(out, wp)
+	}
+	return out
+}
+
+// engineOf compiles the policies into an engine.
+func engineOf(tb testing.TB, wps []*policyv1.WorkloadPolicy) *policies.Engine {
+	tb.Helper()
+	var cs []*policies.Compiled
+	for _, wp := range wps {
+		c, err := validators.CompileWorkloadPolicy(context.Background(), wp)
+		if err != nil {
+			tb.Fatalf("%s: %v", wp.Name, err)
+		}
+		cs = append(cs, c)
+	}
+	e := policies.NewEngine(policies.Options{})
+	e.Swap(policies.NewSet(cs...))
+	return e
+}
+
+// BenchmarkValidatePolicies is the whole validating review of the typical
+// injected Deployment with 1, 8 and 100 policies in force (the library,
+// repeated).
+func BenchmarkValidatePolicies(b *testing.B) {
+	req := injectedReview(b)
+	ctx := benchContext()
+	for _, n := range []int{1, 8, 100} {
+		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
+			h := NewValidating(config.New(), engineOf(b, nPolicies(b, n)), testNamespaces, NewPolicyMetrics(nil))
+			if resp := h.Handle(ctx, req); !resp.Allowed {
+				b.Fatalf("denied: %s", resp.Result.Message)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.Handle(ctx, req)
+			}
+		})
+	}
+}
+
+// BenchmarkValidateObjectSize is the same review under the library with
+// the Deployment grown to about 4 KB (as injected), 100 KB and 1 MB by a
+// kubectl.kubernetes.io/last-applied-configuration annotation, the field
+// that makes real objects large: what no policy reads.
+func BenchmarkValidateObjectSize(b *testing.B) {
+	base := injectedReview(b)
+	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
+	ctx := benchContext()
+	for _, size := range []int{0, 100 << 10, 1 << 20} {
+		req := grown(b, base, size)
+		name := fmt.Sprintf("object=%dKB", len(req.Object.Raw)>>10)
+		b.Run(name, func(b *testing.B) {
+			if resp := h.Handle(ctx, req); !resp.Allowed {
+				b.Fatalf("denied: %s", resp.Result.Message)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(req.Object.Raw)))
+			for b.Loop() {
+				h.Handle(ctx, req)
+			}
+		})
+	}
+}
+
+// grown is the review with the Deployment grown by about size bytes of
+// last-applied configuration.
+func grown(tb testing.TB, req admission.Request, size int) admission.Request {
+	tb.Helper()
+	if size == 0 {
+		return req
+	}
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(req.Object.Raw, d); err != nil {
+		tb.Fatal(err)
+	}
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"note":"` +
+		strings.Repeat("x", size) + `"}}}`
+	out := req
+	out.Object.Raw = toJSON(tb, d)
+	return out
+}
+
+// BenchmarkLoadPolicies is the CPU a starting replica spends on 100
+// WorkloadPolicies before it is ready: each compiled (parse, type-check,
+// prepare its query) and the set swapped in. The rest of a cold start is
+// the informers' sync with the API server.
+func BenchmarkLoadPolicies(b *testing.B) {
+	wps := nPolicies(b, 100)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		cs := make([]*policies.Compiled, 0, len(wps))
+		for _, wp := range wps {
+			c, err := validators.CompileWorkloadPolicy(ctx, wp)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		policies.NewEngine(policies.Options{}).Swap(policies.NewSet(cs...))
+	}
+}
