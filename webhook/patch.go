@@ -165,11 +165,33 @@ func fieldOp(ops []jsonpatch.Operation, path string, had, has bool, value any) [
 	}
 }
 
+// mapOp patches a string map (labels, annotations): the keys that changed,
+// one by one, when the map is there before and after, so that what
+// modelgate did not touch (a large kubectl last-applied-configuration) is
+// never sent back; otherwise the map is added or removed whole.
 func mapOp(ops []jsonpatch.Operation, path string, before, after map[string]string) []jsonpatch.Operation {
 	if maps.Equal(before, after) {
 		return ops
 	}
-	return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	if len(before) == 0 || len(after) == 0 {
+		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	}
+	for _, k := range slices.Sorted(maps.Keys(before)) {
+		if _, ok := after[k]; !ok {
+			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escapePointer(k), nil))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if v, ok := before[k]; !ok || v != after[k] {
+			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escapePointer(k), after[k]))
+		}
+	}
+	return ops
+}
+
+// escapePointer escapes a map key as a JSON pointer token (RFC 6901).
+func escapePointer(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // namedListOps patches a list of named items (init containers, volumes,

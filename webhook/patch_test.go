@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"encoding/json"
+	"maps"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -79,3 +81,70 @@ func TestAppendOnlyOps(t *testing.T) {
 }
 
 var cmpEmptyAsNil = cmp.FilterValues(func(a, b []corev1.Container) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
+
+// TestMapOpPatchesChangedKeys: a map present before and after is patched
+// key by key, with keys escaped as JSON pointer tokens (RFC 6901), so that
+// keys modelgate did not change, a large last-applied configuration among
+// them, are not in the patch; applied, the patch gives the map after.
+func TestMapOpPatchesChangedKeys(t *testing.T) {
+	big := strings.Repeat("x", 64<<10)
+	cases := map[string]struct {
+		before, after map[string]string
+		wantOps       int
+	}{
+		"keys added, changed and removed": {
+			before:  map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "modelgate.io/owner": "bob", "a~b": "1", "gone/key": "x"},
+			after:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "modelgate.io/owner": "alice", "a~b": "2", "modelgate.io/seal": "v1.x"},
+			wantOps: 4,
+		},
+		"a map that appears":  {before: nil, after: map[string]string{"modelgate.io/owner": "alice"}, wantOps: 1},
+		"a map that goes":     {before: map[string]string{"modelgate.io/owner": "alice"}, after: nil, wantOps: 1},
+		"an empty map filled": {before: map[string]string{}, after: map[string]string{"k": "v"}, wantOps: 1},
+		"unchanged":           {before: map[string]string{"k": big}, after: map[string]string{"k": big}, wantOps: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := map[string]any{"metadata": map[string]any{}}
+			if tc.before != nil {
+				doc["metadata"].(map[string]any)["annotations"] = tc.before
+			}
+			raw, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ops := mapOp(nil, "/metadata/annotations", tc.before, tc.after)
+			if len(ops) != tc.wantOps {
+				t.Fatalf("%d operations, want %d: %v", len(ops), tc.wantOps, ops)
+			}
+			if len(ops) == 0 {
+				return
+			}
+			encoded, err := encodePatch(ops)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.before != nil && tc.after != nil && strings.Contains(string(encoded), big) {
+				t.Errorf("the patch carries the unchanged last-applied configuration (%d bytes)", len(encoded))
+			}
+			patch, err := jsonpatch.DecodePatch(encoded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := patch.Apply(raw)
+			if err != nil {
+				t.Fatalf("applying %s: %v", encoded, err)
+			}
+			var got struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got.Metadata.Annotations, tc.after) {
+				t.Errorf("applied: %v, want %v", got.Metadata.Annotations, tc.after)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -133,5 +134,33 @@ func BenchmarkLoadPolicies(b *testing.B) {
 			cs = append(cs, c)
 		}
 		policies.NewEngine(policies.Options{}).Swap(policies.NewSet(cs...))
+	}
+}
+
+// BenchmarkMutateObjectSize is the mutating review of the opted-in vLLM
+// Deployment as sent and grown to 100 KB and 1 MB by a last-applied
+// configuration: what modelgate does not touch should cost it little.
+func BenchmarkMutateObjectSize(b *testing.B) {
+	a := map[string]string{
+		"modelgate.io/inject": "true", "modelgate.io/model": "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
+		"modelgate.io/gpu": "1", "modelgate.io/gpu-product": "NVIDIA-H100-80GB-HBM3", "modelgate.io/engine": "vllm",
+	}
+	base := create(b, object("Deployment", nsPlain, benchDeployment(builders.Options{TemplateAnnotations: a})), alice)
+	h := newHandler()
+	ctx := benchContext()
+	for _, size := range []int{0, 100 << 10, 1 << 20} {
+		req := grown(b, base, size)
+		b.Run(fmt.Sprintf("object=%dKB", len(req.Object.Raw)>>10), func(b *testing.B) {
+			resp := h.Handle(ctx, req)
+			if !resp.Allowed || len(resp.Patch) == 0 {
+				b.Fatalf("allowed=%v patch=%d bytes", resp.Allowed, len(resp.Patch))
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(req.Object.Raw)))
+			for b.Loop() {
+				h.Handle(ctx, req)
+			}
+			b.ReportMetric(float64(len(resp.Patch)), "patch-bytes")
+		})
 	}
 }
