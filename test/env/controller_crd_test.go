@@ -2,8 +2,6 @@ package env
 
 import (
 	"context"
-	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
@@ -29,30 +26,7 @@ import (
 // its own once the CRD is installed, with no restart: the RESTMapper finds
 // the API it did not find before.
 func TestControllerWaitsForTheCRD(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver: not in -short mode")
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := AssetsDir(root)
-	if errors.Is(err, ErrNoBinaries) && os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skipf("%v: `make envtest` builds them", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	te := &envtest.Environment{BinaryAssetsDirectory: assets}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatalf("starting kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Errorf("stopping kube-apiserver: %v", err)
-		}
-	})
+	root, _, cfg := startAPIServer(t)
 	s, err := Scheme()
 	if err != nil {
 		t.Fatal(err)

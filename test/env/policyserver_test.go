@@ -40,30 +40,8 @@ type policyServer struct {
 // and waits until the CA bundle policy is enforced.
 func startPolicyServer(t *testing.T) *policyServer {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a kube-apiserver: not in -short mode")
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := AssetsDir(root)
-	if errors.Is(err, ErrNoBinaries) && os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skipf("%v: `make envtest` builds them", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	te := &envtest.Environment{BinaryAssetsDirectory: assets}
-	adminCfg, err := te.Start()
-	if err != nil {
-		t.Fatalf("starting kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Errorf("stopping kube-apiserver: %v", err)
-		}
-	})
+	root, te, adminCfg := startAPIServer(t)
+	var err error
 	s := &policyServer{te: te, adminCfg: adminCfg, objs: decoded(t, selfManagedInstall)}
 	if s.scheme, err = InstallScheme(); err != nil {
 		t.Fatal(err)
@@ -79,6 +57,39 @@ func startPolicyServer(t *testing.T) *policyServer {
 	s.modelgate = s.as(t, serviceAccountUser(sa.Namespace, sa.Name))
 	s.waitForEnforcement(t)
 	return s
+}
+
+// startAPIServer starts a bare kube-apiserver (and etcd) for the test,
+// stopped after it, and returns the repository root, the environment and
+// an administrator's configuration. It skips in -short mode and where the
+// binaries are not built.
+func startAPIServer(t *testing.T) (string, *envtest.Environment, *rest.Config) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a kube-apiserver: not in -short mode")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := AssetsDir(root)
+	if errors.Is(err, ErrNoBinaries) && os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skipf("%v: `make envtest` builds them", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	te := &envtest.Environment{BinaryAssetsDirectory: assets}
+	cfg, err := te.Start()
+	if err != nil {
+		t.Fatalf("starting kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := te.Stop(); err != nil {
+			t.Errorf("stopping kube-apiserver: %v", err)
+		}
+	})
+	return root, te, cfg
 }
 
 // serviceAccountUser is the username a service account's token
