@@ -172,3 +172,36 @@ func BenchmarkReviewHTTP(b *testing.B) {
 		}
 	}
 }
+
+// FuzzReviewHTTP sends arbitrary bodies to /mutate's review handler, which
+// anyone who reaches port 9443 may do: it answers every body with an
+// AdmissionReview, never panics, and whatever it lets through
+// controller-runtime's admission.Webhook answers the same, byte for byte.
+func FuzzReviewHTTP(f *testing.F) {
+	mutating := newHandler()
+	plain := create(f, object("Deployment", nsPlain, builders.Options{}), alice)
+	optedIn := create(f, object("Deployment", nsPlain, builders.Options{TemplateAnnotations: map[string]string{
+		"modelgate.io/inject": "true", "modelgate.io/model": "hf://org/model", "modelgate.io/gpu": "1"}}), alice)
+	for _, req := range []admission.Request{plain, optedIn} {
+		f.Add(reviewBodyOf(f, "admission.k8s.io/v1", req))
+		f.Add(reviewBodyOf(f, "admission.k8s.io/v1beta1", req))
+	}
+	f.Add([]byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"x","kind":{"group":"apps","version":"v1","kind":"Deployment"},"operation":"CREATE","object":{"metadata":{"Annotations":{"modelgate.io/inject":"true"}}}}}`))
+	f.Add([]byte(`{"request":{"uid":"x"}}`))
+	f.Add([]byte(`[]`))
+	ours, theirs := newReviewHTTP(mutating), &admission.Webhook{Handler: mutating, RecoverPanic: ptr.To(true)}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		code, got := serve(ours, "application/json", body)
+		var ar admissionv1.AdmissionReview
+		if err := json.Unmarshal(got, &ar); err != nil || code != http.StatusOK || ar.Response == nil {
+			t.Fatalf("answer %d %q (%v): not an AdmissionReview", code, got, err)
+		}
+		if ar.Response.Result != nil && ar.Response.Result.Code == http.StatusBadRequest && !ar.Response.Allowed {
+			return // refused as unreadable
+		}
+		wantCode, want := serve(theirs, "application/json", body)
+		if wantCode != code || !bytes.Equal(got, want) {
+			t.Fatalf("answer %s\nadmission.Webhook's %s", got, want)
+		}
+	})
+}
