@@ -136,19 +136,22 @@ func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns Names
 // NewWorkloadServer is the workload webhooks' HTTPS server (/mutate and
 // /validate) as serve wires it: the same TLS settings, request limits,
 // drain, handlers, metrics and logging, with the namespace labels from ns
-// and the policies of engine instead of a manager's cache and
+// and the given policies in force instead of a manager's cache and
 // WorkloadPolicy controller. make bench-http serves with it; Start it
 // with Start.
-func NewWorkloadServer(cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine) crwebhook.Server {
+func NewWorkloadServer(cfg *config.Configuration, ns NamespaceLabeler, compiled []*policies.Compiled) crwebhook.Server {
 	srv := newWebhookServer(cfg, &drain{period: cfg.DrainPeriod.Duration}, []func(*tls.Config){TLSOptions(cfg.Webhook)})
-	registerWorkloads(srv, cfg, ns, engine, NewPolicyMetrics(defaultRegistry))
+	pm := NewPolicyMetrics(defaultRegistry)
+	engine := newEngine(cfg, pm)
+	engine.Swap(policies.NewSet(compiled...))
+	registerWorkloads(srv, cfg, ns, engine, pm)
 	return srv
 }
 
-// NewPolicyEngine is the policy engine serve evaluates with: the
-// configured evaluation timeout, observed by the policy metrics.
-func NewPolicyEngine(cfg *config.Configuration) *policies.Engine {
-	return policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: NewPolicyMetrics(defaultRegistry)})
+// newEngine is the policy engine serve evaluates with: the configured
+// evaluation timeout, observed by the policy metrics.
+func newEngine(cfg *config.Configuration, pm *PolicyMetrics) *policies.Engine {
+	return policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm})
 }
 
 // LeaderElectionID is the Lease, in modelgate's namespace, whose holder
@@ -220,7 +223,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 	}
 	srv := mgr.GetWebhookServer()
 	pm := NewPolicyMetrics(defaultRegistry)
-	engine := policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm})
+	engine := newEngine(cfg, pm)
 	registerLoaded(engine)
 	store := policies.NewStore(engine)
 	registerWorkloads(srv, cfg, ns, engine, pm)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/test/cluster"
 )
 
@@ -140,16 +141,8 @@ func annotatedDeployment(namespace, name string, replicas int32) *appsv1.Deploym
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
-					Labels: labels,
-					Annotations: map[string]string{
-						annotations.Inject:        "true",
-						annotations.Model:         "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
-						annotations.ModelSize:     "20Gi",
-						annotations.Engine:        "vllm",
-						annotations.GPU:           "1",
-						annotations.GPUProduct:    gpuProduct,
-						annotations.WarmupTimeout: "900",
-					},
+					Labels:      labels,
+					Annotations: builders.SampleServingAnnotations(gpuProduct),
 				},
 				Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{

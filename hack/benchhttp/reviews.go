@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -15,13 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
-	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -42,35 +39,15 @@ var fixedNamespaces = nsTable{teamNamespace: {"kubernetes.io/metadata.name": tea
 var requester = authenticationv1.UserInfo{Username: "alice@example.com", Groups: []string{"system:authenticated"}}
 
 // libraryPolicies compiles the policy library as its samples ship it
-// (config/samples/policies), parameters included.
+// (config/samples/policies), parameters included, as `modelgate test
+// --policies` loads them.
 func libraryPolicies(root string) ([]*policies.Compiled, error) {
-	files, err := filepath.Glob(filepath.Join(root, "config", "samples", "policies", "*.yaml"))
+	dir := filepath.Join(root, "config", "samples", "policies")
+	compiled, err := offline.LoadPolicies(context.Background(), dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (run from the repository root or set --root)", err)
 	}
-	var out []*policies.Compiled
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		wp := &policyv1.WorkloadPolicy{}
-		if err := yaml.UnmarshalStrict(data, wp); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		c, err := validators.CompileWorkloadPolicy(context.Background(), wp)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no policies in %s/config/samples/policies: run from the repository root or set --root", root)
-	}
-	return out, nil
+	return compiled, nil
 }
 
 // vllmDeployment is a typical opted-in GPU Deployment: vLLM serving a
@@ -78,6 +55,8 @@ func libraryPolicies(root string) ([]*policies.Compiled, error) {
 // annotations such manifests carry.
 func vllmDeployment() *appsv1.Deployment {
 	labels := map[string]string{"app.kubernetes.io/name": "llm-server", "tier": "gpu"}
+	annos := builders.SampleServingAnnotations(builders.SampleGPUProducts)
+	annos["prometheus.io/scrape"], annos["prometheus.io/port"] = "true", "9090"
 	return &appsv1.Deployment{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: teamNamespace, Name: "llm-server", Labels: map[string]string{
@@ -85,17 +64,7 @@ func vllmDeployment() *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					"modelgate.io/inject":         "true",
-					"modelgate.io/model":          "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
-					"modelgate.io/model-size":     "20Gi",
-					"modelgate.io/engine":         "vllm",
-					"modelgate.io/gpu":            "1",
-					"modelgate.io/gpu-product":    "NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3",
-					"modelgate.io/warmup-timeout": "900",
-					"prometheus.io/scrape":        "true",
-					"prometheus.io/port":          "9090",
-				}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annos},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "server", Image: "vllm/vllm-openai:v0.6.3", Args: []string{"--model", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"},
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/modelgate/modelgate/internal/seal"
-	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -92,13 +92,11 @@ func serveModelgate(args []string) error {
 	if cfg.RecordKey, err = seal.New(secret); err != nil {
 		return err
 	}
-	engine := webhook.NewPolicyEngine(cfg)
 	compiled, err := libraryPolicies(root)
 	if err != nil {
 		return err
 	}
-	engine.Swap(policies.NewSet(compiled...))
-	srv := webhook.NewWorkloadServer(cfg, fixedNamespaces, engine)
+	srv := webhook.NewWorkloadServer(cfg, fixedNamespaces, compiled)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return profiled(profile, func() error { return srv.Start(ctx) })
@@ -154,7 +152,7 @@ type server struct {
 // startServer runs this binary in a server mode, pinned to cpu, and waits
 // until it accepts TLS connections.
 func startServer(ctx context.Context, mode, cpu, certDir, root, logPath, profile string) (*server, error) {
-	addr, err := freeAddr()
+	addr, err := cluster.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -214,15 +212,6 @@ func pinSelf(cpu string) error {
 	}
 	argv := append([]string{taskset, "-c", cpu, self}, os.Args[1:]...)
 	return syscall.Exec(taskset, argv, append(os.Environ(), "BENCH_HTTP_PINNED=1")) //nolint:gosec // this binary again.
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func splitAddr(addr string) (string, int32, error) {

@@ -23,6 +23,7 @@ import (
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	servingv1alpha1 "github.com/modelgate/modelgate/api/v1alpha1"
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook"
 )
 
@@ -40,20 +41,6 @@ type review struct {
 // The requester every review names: a developer, not a controller.
 var requester = authenticationv1.UserInfo{Username: "alice@example.com", Groups: []string{"system:authenticated"}}
 
-// vllmAnnotations are config/samples/deployment.yaml's: a model every
-// library policy allows, pinned, on an A100 or H100.
-func vllmAnnotations() map[string]string {
-	return map[string]string{
-		"modelgate.io/inject":         "true",
-		"modelgate.io/model":          "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
-		"modelgate.io/model-size":     "20Gi",
-		"modelgate.io/engine":         "vllm",
-		"modelgate.io/gpu":            "1",
-		"modelgate.io/gpu-product":    "NVIDIA-A100-SXM4-80GB,NVIDIA-H100-80GB-HBM3",
-		"modelgate.io/warmup-timeout": "900",
-	}
-}
-
 // vllmContainer is the serving container of the samples.
 func vllmContainer() corev1.Container {
 	return corev1.Container{Name: "server", Image: "vllm/vllm-openai:v0.6.3", Args: []string{"--model", "/models", "--port", "8000"},
@@ -70,7 +57,7 @@ func vllmDeployment(name string) *appsv1.Deployment {
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: vllmAnnotations()},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: builders.SampleServingAnnotations(builders.SampleGPUProducts)},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{vllmContainer()}},
 			},
 		},
