@@ -17,7 +17,6 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -53,17 +52,7 @@ func samplePolicies(tb testing.TB) []*policyv1.WorkloadPolicy {
 // libraryEngine is an engine holding the whole library.
 func libraryEngine(tb testing.TB) *policies.Engine {
 	tb.Helper()
-	e := policies.NewEngine(policies.Options{})
-	var cs []*policies.Compiled
-	for _, wp := range samplePolicies(tb) {
-		c, err := validators.CompileWorkloadPolicy(context.Background(), wp)
-		if err != nil {
-			tb.Fatalf("%s: %v", wp.Name, err)
-		}
-		cs = append(cs, c)
-	}
-	e.Swap(policies.NewSet(cs...))
-	return e
+	return engineOf(tb, samplePolicies(tb))
 }
 
 // injectedReview is the validating review of a typical GPU Deployment: the

@@ -96,6 +96,20 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		Eventually(done).Should(BeClosed())
 	})
 
+	// failed waits until the AIInference is Failed for the reason, with
+	// the message in its Ready condition, stamped with its generation.
+	failed := func(name, reason, message string) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			got := stored(name)
+			g.Expect(got.Status.Phase).To(Equal(servingv1.PhaseFailed))
+			cond := meta.FindStatusCondition(got.Status.Conditions, aiinference.ConditionReady)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal(reason))
+			g.Expect(cond.Message).To(ContainSubstring(message))
+			g.Expect(cond.ObservedGeneration).To(Equal(got.Generation))
+		}).Should(Succeed())
+	}
 	llama := func(name string) *servingv1.AIInference {
 		return &servingv1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -205,14 +219,7 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		Expect(c.Create(ctx, taken)).To(Succeed())
 		version := taken.ResourceVersion
 		Expect(c.Create(ctx, llama("taken"))).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := stored("taken")
-			g.Expect(got.Status.Phase).To(Equal(servingv1.PhaseFailed))
-			c := meta.FindStatusCondition(got.Status.Conditions, aiinference.ConditionReady)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(aiinference.ReasonNameConflict))
-			g.Expect(c.Message).To(ContainSubstring("not controlled by this AIInference"))
-		}).Should(Succeed())
+		failed("taken", aiinference.ReasonNameConflict, "not controlled by this AIInference")
 		Expect(c.Get(ctx, client.ObjectKeyFromObject(taken), taken)).To(Succeed())
 		Expect(taken.ResourceVersion).To(Equal(version), "the other Deployment was written")
 	})
@@ -275,22 +282,9 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 		wp.Spec.EnforcementAction = policyv1.EnforcementActionDeny
 		wp.Spec.Match.Namespaces = []string{ns}
 		wp.Spec.Match.Kinds = []string{"Deployment"}
-		Expect(c.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
-		Eventually(func(g Gomega) {
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
-		}).Should(Succeed())
+		applyPolicy(ctx, c, wp)
 		Expect(c.Create(ctx, llama("denied"))).To(Succeed())
-		Eventually(func(g Gomega) {
-			got := stored("denied")
-			g.Expect(got.Status.Phase).To(Equal(servingv1.PhaseFailed))
-			cond := meta.FindStatusCondition(got.Status.Conditions, aiinference.ConditionReady)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Reason).To(Equal(aiinference.ReasonPolicyDenied))
-			g.Expect(cond.Message).To(ContainSubstring("this namespace serves no model named denied"))
-			g.Expect(cond.ObservedGeneration).To(Equal(got.Generation))
-		}).Should(Succeed())
+		failed("denied", aiinference.ReasonPolicyDenied, "this namespace serves no model named denied")
 		Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "denied"}, &appsv1.Deployment{}))).To(BeTrue())
 	})
 })

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -247,12 +246,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		wp.Spec.Match.Namespaces = []string{ns}
 		wp.Spec.Match.Kinds = []string{"AIInference"}
 		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 1}`)}
-		Expect(c.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
-		Eventually(func(g Gomega) {
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
-		}).Should(Succeed())
+		applyPolicy(ctx, c, wp)
 		obj := &servingv1beta1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "too-many-gpus"},
 			Spec: servingv1beta1.AIInferenceSpec{

@@ -7,13 +7,29 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 )
+
+// applyPolicy creates the WorkloadPolicy with c, waits until modelgate has
+// compiled it (Ready, at its generation), and deletes it after the spec.
+func applyPolicy(ctx context.Context, c client.Client, wp *policyv1.WorkloadPolicy) {
+	GinkgoHelper()
+	Expect(c.Create(ctx, wp)).To(Succeed())
+	DeferCleanup(func() { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+	Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
+		g.Expect(wp.Status.ObservedGeneration).To(Equal(wp.Generation))
+	}).Should(Succeed())
+}
 
 // namespace creates a namespace with the labels and returns its name.
 func namespace(ctx context.Context, labels map[string]string) string {

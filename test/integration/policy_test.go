@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -99,13 +98,7 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 	// after the spec.
 	apply := func(wp *policyv1.WorkloadPolicy) {
 		GinkgoHelper()
-		Expect(alice.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func() { Expect(client.IgnoreNotFound(alice.Delete(ctx, wp))).To(Succeed()) })
-		Eventually(func(g Gomega) {
-			g.Expect(alice.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
-			g.Expect(meta.IsStatusConditionTrue(wp.Status.Conditions, policyv1.ConditionReady)).To(BeTrue())
-			g.Expect(wp.Status.ObservedGeneration).To(Equal(wp.Generation))
-		}).Should(Succeed())
+		applyPolicy(ctx, alice, wp)
 	}
 	// gpuDeployment is an opted-in Deployment asking for n GPUs.
 	gpuDeployment := func(name string, n int) client.Object {
