@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -29,10 +30,7 @@ func addController(mgr manager.Manager, cfg *config.Configuration) error {
 // engines are the built-in engine presets with the Configuration's in
 // place of those of the same name.
 func engines(presets map[string]config.EnginePreset) map[servingv1.EngineName]aiinference.Engine {
-	out := make(map[servingv1.EngineName]aiinference.Engine, len(aiinference.DefaultEngines)+len(presets))
-	for name, e := range aiinference.DefaultEngines {
-		out[name] = e
-	}
+	out := maps.Clone(aiinference.DefaultEngines)
 	for name, p := range presets {
 		e := aiinference.Engine{Image: p.Image, Command: p.Command, Args: p.Args}
 		for _, v := range p.Env {
