@@ -268,18 +268,15 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 	buf := buffers.Get().(*bytes.Buffer)
 	defer putBuffer(buf)
 	enc := json.NewEncoder(buf)
-	var scratch []byte
 	buf.WriteByte('[')
 	for i, op := range ops {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
 		buf.WriteString(`{"op":`)
-		scratch = strconv.AppendQuote(scratch[:0], op.Operation)
-		buf.Write(scratch)
+		buf.Write(strconv.AppendQuote(buf.AvailableBuffer(), op.Operation))
 		buf.WriteString(`,"path":`)
-		scratch = strconv.AppendQuote(scratch[:0], op.Path)
-		buf.Write(scratch)
+		buf.Write(strconv.AppendQuote(buf.AvailableBuffer(), op.Path))
 		if op.Operation != "remove" {
 			buf.WriteString(`,"value":`)
 			if err := enc.Encode(op.Value); err != nil {
