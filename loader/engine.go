@@ -128,7 +128,9 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 	if err != nil || !complete {
 		return err
 	}
-	if err := j.sync(); err != nil {
+	// The last checkpoint syncs the whole file and records every part: a
+	// kill from here on re-fetches nothing.
+	if err := j.finalCheckpoint(e.root); err != nil {
 		return err
 	}
 	return e.finish(ctx, j)
@@ -316,6 +318,9 @@ func (e *engine) finish(ctx context.Context, j *fileJob) error {
 	if err := writeDone(e.root, rec); err != nil {
 		return noSpace(err)
 	}
+	// Only now that the record is written: a kill before it finds the
+	// archive still whole, or the file staged (see unstage).
+	_ = e.root.Remove(partialName(j.id))
 	_ = e.root.Remove(checkpointName(j.id))
 	e.record(rec)
 	return nil
@@ -358,7 +363,6 @@ func (e *engine) stage(ctx context.Context, j *fileJob, sums []Digest) ([]Loaded
 		for i := range files {
 			files[i].Verified = vouched(j.f)
 		}
-		_ = e.root.Remove(name)
 		return files, nil
 	}
 	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums, Verified: vouched(j.f)}

@@ -224,19 +224,31 @@ func (j *fileJob) checkpoint(root *os.Root) error {
 	return noSpace(writeCheckpoint(root, ck))
 }
 
-// sync makes the whole file durable before it is verified and staged.
-func (j *fileJob) sync() error {
-	j.mu.Lock()
-	fh := j.fh
-	j.mu.Unlock()
-	if fh == nil {
+// finalCheckpoint makes the whole, hashed file durable and records every
+// part before it is verified and staged.
+func (j *fileJob) finalCheckpoint(root *os.Root) error {
+	j.dirty.Store(true)
+	return j.checkpoint(root)
+}
+
+// unstage moves a verified file that a kill left in the staging area
+// without its done record back to its partial path, where its checkpoint
+// (every part on disk) lets the next run hash and stage it again instead
+// of fetching it whole. An archive is never staged whole: its partial file
+// stays until the record is written.
+func unstage(root *os.Root, id string, f *File) error {
+	if f.Unpack != ArchiveNone {
 		return nil
 	}
-	if err := datasync(fh); err != nil {
-		return fmt.Errorf("%s: sync: %w", j.f.Path, noSpace(err))
+	staged := stagedName(id, false, LoadedFile{})
+	fi, err := root.Lstat(staged)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size {
+		return nil //nolint:nilerr // nothing usable staged
 	}
-	dropCache(fh, 0, j.f.Size)
-	return nil
+	if pi, err := root.Lstat(partialName(id)); err == nil && pi.Mode().IsRegular() && pi.Size() == f.Size {
+		return nil // the partial file is the one its checkpoint describes
+	}
+	return root.Rename(staged, partialName(id))
 }
 
 // reset forgets everything about the file for a second fetch after a

@@ -285,6 +285,9 @@ func (l *loadRun) prepare(p *plan) ([]*fileJob, []*part, int64, error) {
 			resumed += pf.f.Size
 			continue
 		}
+		if err := unstage(l.root, pf.id, pf.f); err != nil {
+			return nil, nil, 0, fmt.Errorf("%s: %w", pf.f.Path, err)
+		}
 		jobs = append(jobs, newFileJob(pf.f, pf.id, pf.target, l.o.PartSize))
 		if pf.f.Unpack != ArchiveNone {
 			need += pf.f.Size // what the archive holds: a guess, compression varies
