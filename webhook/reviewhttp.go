@@ -9,19 +9,20 @@ import (
 	"io"
 	"net/http"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	kjson "sigs.k8s.io/json"
 )
 
 // reviewHTTP serves AdmissionReviews to an admission.Handler, as
 // controller-runtime's admission.Webhook does, for less: it decodes the
-// review once, with the API server's own case-sensitive decoder, straight
-// into the v1 type (v1beta1 has the same shape), where the generic
+// review once, in one pass (encoding/json/v2's decoder, case-sensitive as
+// the API server's; see unmarshal), straight into the v1 type (v1beta1
+// has the same shape), where the generic
 // decoder reads the whole body a first time just to find its apiVersion
 // and kind; it uses the body the request limits already read (limits.go)
 // instead of copying it; and it gives the handler the base logger, to
@@ -65,7 +66,7 @@ func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ar envelope
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &ar); err != nil {
+	if err := jsonv2.Unmarshal(body, &ar); err != nil {
 		h.fail(w, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", err))
 		return
 	}
