@@ -90,9 +90,10 @@ func (e *Engine) Set() *Set { return e.set.Load() }
 // under the engine's deadline, and returns their results by policy name.
 func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	set := e.set.Load()
-	ctx, cancel := context.WithTimeoutCause(ctx, e.timeout, e.timedOut)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
+	deadline := time.Now().Add(e.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 
 	n := 0
 	for _, c := range set.all() {
@@ -100,8 +101,22 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 			n++
 		}
 	}
+	if n == 0 {
+		return Decision{}
+	}
+	// One cancel flag per policy, raised by its own timer when its share
+	// runs out, or by the review's context when that ends: a timer and no
+	// goroutine per policy, instead of a context with a deadline and a
+	// callback each.
+	var current atomic.Pointer[topdown.Cancel]
+	stop := context.AfterFunc(ctx, func() {
+		if h := current.Load(); h != nil {
+			(*h).Cancel()
+		}
+	})
+	defer stop()
 	in := newInputs(r)
-	var d Decision
+	d := Decision{Results: make([]Result, 0, n)}
 	for _, c := range set.all() {
 		if !c.match.matches(r.Kind, r.Namespace, r.NamespaceLabels) {
 			continue
@@ -111,7 +126,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		// out of its own share, never of the policies after it.
 		share := time.Until(deadline) / time.Duration(n)
 		n--
-		res := e.evaluate(ctx, share, c, in)
+		res := e.evaluate(ctx, share, &current, c, in)
 		if e.observer != nil {
 			e.observer.Evaluated(c.name, res.Decision(), res.Duration)
 		}
@@ -131,7 +146,7 @@ var (
 	nullTerm      = ast.NullTerm()
 )
 
-func (e *Engine) evaluate(ctx context.Context, share time.Duration, c *Compiled, in *inputs) (res Result) {
+func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *atomic.Pointer[topdown.Cancel], c *Compiled, in *inputs) (res Result) {
 	res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure}
 	start := time.Now()
 	defer func() {
@@ -146,12 +161,24 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, c *Compiled,
 		res.Err = context.Cause(ctx)
 		return res
 	}
-	pctx, cancel := context.WithTimeout(ctx, share)
-	defer cancel()
+	if share <= 0 {
+		res.Err = e.timedOut
+		return res
+	}
 	// A cancel flag OPA checks as it evaluates, raised when the policy's
-	// share or the review's budget runs out; no goroutine unless it does.
+	// share or the review's context runs out.
 	halt := topdown.NewCancel()
-	defer context.AfterFunc(pctx, halt.Cancel)()
+	current.Store(&halt)
+	defer current.Store(nil)
+	if ctx.Err() != nil { // ended before the flag was published
+		halt.Cancel()
+	}
+	var outOfShare atomic.Bool
+	timer := time.AfterFunc(share, func() {
+		outOfShare.Store(true)
+		halt.Cancel()
+	})
+	defer timer.Stop()
 	// A policy that provably never reads the raw objects gets null, so
 	// they are converted only for those that may.
 	obj, old := nullTerm, nullTerm
@@ -168,7 +195,7 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, c *Compiled,
 		[2]*ast.Term{oldObjectKey, old},
 		[2]*ast.Term{parametersKey, c.params},
 	)
-	rs, err := c.query.Eval(pctx,
+	rs, err := c.query.Eval(ctx,
 		rego.EvalParsedInput(input),
 		rego.EvalExternalCancel(halt),
 		rego.EvalMetrics(metrics.NoOp()),
@@ -177,7 +204,7 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, c *Compiled,
 	case err != nil && topdown.IsCancel(err) && ctx.Err() != nil:
 		res.Err = context.Cause(ctx)
 		return res
-	case err != nil && topdown.IsCancel(err) && pctx.Err() != nil:
+	case err != nil && topdown.IsCancel(err) && outOfShare.Load():
 		res.Err = fmt.Errorf("timed out: used up its share of the %s the policies have per review: %w",
 			e.timeout, context.DeadlineExceeded)
 		return res

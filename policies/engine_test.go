@@ -263,3 +263,28 @@ func TestMatch(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluateStopsWithTheReview: a review whose context ends (the API
+// server gave up) stops the policy running at once, with the context's
+// cause, and the policies after it are not run; the engine's own budget
+// is far away.
+func TestEvaluateStopsWithTheReview(t *testing.T) {
+	e := NewEngine(Options{Timeout: time.Minute})
+	e.Swap(NewSet(mustCompile(t, Policy{Name: "slow", Module: slow}), mustCompile(t, Policy{Name: "z-after", Module: warnOnly})))
+	gone := errors.New("the API server gave up")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(50*time.Millisecond, func() { cancel(gone) })
+	start := time.Now()
+	d := e.Evaluate(ctx, Review{Workload: toValue(t, gpuWorkload())})
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Evaluate took %s after its review ended", took)
+	}
+	if len(d.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(d.Results))
+	}
+	for _, r := range d.Results {
+		if !errors.Is(r.Err, gone) {
+			t.Errorf("%s: Err = %v, want the review's cause", r.Policy, r.Err)
+		}
+	}
+}

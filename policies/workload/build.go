@@ -1,12 +1,12 @@
 package workload
 
 import (
-	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -315,10 +315,11 @@ func model(m *annotations.ModelSettings) *Model {
 }
 
 // validRecord reports whether s is an injection record: a JSON object
-// naming at least one mutator.
+// naming at least one mutator. The record is sealed, so modelgate wrote it:
+// the one-pass decoder, which also refuses duplicate names, is enough.
 func validRecord(s string) bool {
 	var r struct {
 		Mutators []string `json:"mutators"`
 	}
-	return json.Unmarshal([]byte(s), &r) == nil && len(r.Mutators) > 0
+	return jsonv2.Unmarshal([]byte(s), &r) == nil && len(r.Mutators) > 0
 }
