@@ -45,6 +45,8 @@ type Compiled struct {
 	rules        []string
 	params       *ast.Term
 	needsObjects bool
+	// reads are the keys of input.workload the module may read.
+	reads reads
 }
 
 // Name returns the policy's name.
@@ -65,6 +67,10 @@ func (c *Compiled) FailurePolicy() FailurePolicy { return c.failure }
 // NeedsObjects reports whether the module may read input.object or
 // input.oldObject, so the raw objects must be converted for it.
 func (c *Compiled) NeedsObjects() bool { return c.needsObjects }
+
+// ReadsWorkloadKey reports whether the module may read the key of
+// input.workload; see Review.View.
+func (c *Compiled) ReadsWorkloadKey(key string) bool { return c.reads.has(key) }
 
 // Matches reports whether the policy applies to a workload of the kind in
 // the namespace with the labels.
@@ -122,6 +128,7 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 		return nil, err
 	}
 	c.needsObjects = readsObjects(mod)
+	c.reads = workloadReads(mod)
 
 	compiler := newCompiler()
 	if compiler.Compile(map[string]*ast.Module{c.filename: mod}); compiler.Failed() {

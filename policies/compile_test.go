@@ -3,12 +3,12 @@ package policies
 import (
 	"context"
 	"errors"
-	"github.com/open-policy-agent/opa/v1/ast"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -176,6 +176,59 @@ func TestNeedsObjects(t *testing.T) {
 			"deny contains \"m\" if obj.kind == \"Pod\"")})
 		if !c.NeedsObjects() {
 			t.Error("NeedsObjects() = false for import input.object, want true")
+		}
+	})
+}
+
+func TestWorkloadReads(t *testing.T) {
+	all := []string{"*"}
+	cases := map[string]struct {
+		body string
+		want []string // the keys read, or all
+	}{
+		"one key":             {body: `input.workload.kind == "Pod"`, want: []string{"kind"}},
+		"nested":              {body: `some c in input.workload.containers; c.privileged; input.workload.gpu.count > 1`, want: []string{"containers", "gpu"}},
+		"string key":          {body: `input.workload["labels"].app == "x"`, want: []string{"labels"}},
+		"by string top key":   {body: `input["workload"].kind == "Pod"`, want: []string{"kind"}},
+		"parameters, object":  {body: `input.object.kind == input.parameters.kind`, want: []string{}},
+		"key in a key":        {body: `input.workload.labels[input.workload.name]`, want: []string{"labels", "name"}},
+		"data is not input":   {body: `data.p.x == 1`, want: []string{}},
+		"the whole view":      {body: `object.get(input.workload, ["labels", "x"], "") == "y"`, want: all},
+		"assigned":            {body: `w := input.workload; w.labels.x == "y"`, want: all},
+		"dynamic key":         {body: `some k; input.workload[k] == "x"`, want: all},
+		"dynamic top key":     {body: `some x; input[x].kind == "Pod"`, want: all},
+		"bare input":          {body: `count(input) > 0`, want: all},
+		"with input":          {body: `data.p.helper with input as {}`, want: all},
+		"with a workload key": {body: `data.p.helper with input.workload.kind as "Pod"`, want: []string{"kind"}},
+		"in a comprehension":  {body: `count([k | some k, _ in input.workload.annotations]) > 0`, want: []string{"annotations"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := mustCompile(t, Policy{Name: "p", Module: module("package p", "",
+				"x := 1", "helper if true", "", "deny contains \"m\" if {", "  "+tc.body, "}")})
+			for _, set := range []interface{ has(string) bool }{&c.reads, &NewSet(c).reads} {
+				for _, key := range []string{"kind", "labels", "annotations", "containers", "gpu", "name", "model", "namespaceLabels"} {
+					want := slices.Equal(tc.want, all) || slices.Contains(tc.want, key)
+					if got := set.has(key); got != want {
+						t.Errorf("reads %q = %v, want %v", key, got, want)
+					}
+				}
+			}
+		})
+	}
+	t.Run("import", func(t *testing.T) {
+		c := mustCompile(t, Policy{Name: "p", Module: module("package p", "", "import input.workload as w", "",
+			"deny contains \"m\" if w.kind == \"Pod\"")})
+		if !c.ReadsWorkloadKey("annotations") {
+			t.Error("import input.workload reads no annotations, want every key")
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		a := mustCompile(t, Policy{Name: "a", Module: module("package a", "", `deny contains "m" if input.workload.kind == "Pod"`)})
+		b := mustCompile(t, Policy{Name: "b", Module: module("package b", "", `deny contains "m" if input.workload.gpu.count > 1`)})
+		s := NewSet(a, b)
+		if !s.reads.has("kind") || !s.reads.has("gpu") || s.reads.has("labels") {
+			t.Errorf("the set reads %v, want kind and gpu", s.reads.names)
 		}
 	})
 }

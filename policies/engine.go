@@ -43,12 +43,24 @@ type Review struct {
 	Kind, Namespace string
 	NamespaceLabels map[string]string
 	// Workload is the normalized view, input.workload, already converted
-	// once for every policy; nil is null.
+	// once for every policy; nil is null. View, when set, is used instead.
 	Workload ast.Value
+	// View builds input.workload once per review with only the top-level
+	// keys some policy of the Set may read (see Compiled.ReadsWorkloadKey):
+	// a key no policy names costs nothing, and no policy can tell it is
+	// absent.
+	View View
 	// Object and OldObject are the raw objects as JSON; nil or empty is
 	// null. They are converted, once per review, only when a policy that
 	// applies may read them.
 	Object, OldObject []byte
+}
+
+// View is a workload view that can build its value partially.
+type View interface {
+	// ValueOf returns the value with the top-level keys for which read
+	// reports true.
+	ValueOf(read func(key string) bool) ast.Value
 }
 
 // Engine evaluates a Set of policies. The Set is swapped atomically, so a
@@ -115,6 +127,9 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		}
 	})
 	defer stop()
+	if r.View != nil {
+		r.Workload = r.View.ValueOf(set.reads.has)
+	}
 	in := newInputs(r)
 	d := Decision{Results: make([]Result, 0, n)}
 	for _, c := range set.all() {

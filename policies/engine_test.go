@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/open-policy-agent/opa/v1/ast"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -286,5 +288,67 @@ func TestEvaluateStopsWithTheReview(t *testing.T) {
 		if !errors.Is(r.Err, gone) {
 			t.Errorf("%s: Err = %v, want the review's cause", r.Policy, r.Err)
 		}
+	}
+}
+
+// keysView is a View over a full value that remembers what it was asked.
+type keysView struct {
+	full  ast.Object
+	asked []string
+}
+
+func (v *keysView) ValueOf(read func(string) bool) ast.Value {
+	out := ast.NewObject()
+	v.full.Foreach(func(k, val *ast.Term) {
+		if key := string(k.Value.(ast.String)); read(key) {
+			v.asked = append(v.asked, key)
+			out.Insert(k, val)
+		}
+	})
+	return out
+}
+
+// TestEvaluateView: the view is asked only for the keys the set's
+// policies name, and decides as the whole view does, a policy that reads
+// the whole view included.
+func TestEvaluateView(t *testing.T) {
+	kind := mustCompile(t, Policy{Name: "kind", Module: module("package kind", "", `deny contains "deployment" if input.workload.kind == "Deployment"`)})
+	labels := mustCompile(t, Policy{Name: "labels", Module: module("package labels", "", `warn contains "no labels" if count(input.workload.labels) == 0`)})
+	keys := mustCompile(t, Policy{Name: "keys", Module: module("package keys", "", `warn contains msg if { msg := sprintf("%d keys", [count(object.keys(input.workload))]) }`)})
+	full := toValue(t, gpuWorkload()).(ast.Object)
+	for name, tc := range map[string]struct {
+		set   []*Compiled
+		asked []string
+	}{
+		"named keys":     {set: []*Compiled{kind, labels}, asked: []string{"kind", "labels"}},
+		"the whole view": {set: []*Compiled{kind, keys}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := NewEngine(Options{})
+			e.Swap(NewSet(tc.set...))
+			want := e.Evaluate(context.Background(), Review{Kind: "Deployment", Workload: full})
+			v := &keysView{full: full}
+			got := e.Evaluate(context.Background(), Review{Kind: "Deployment", View: v})
+			if diff := cmp.Diff(want.Denials(), got.Denials()); diff != "" {
+				t.Errorf("denials (-whole view +view):\n%s", diff)
+			}
+			if diff := cmp.Diff(want.Warnings(), got.Warnings()); diff != "" {
+				t.Errorf("warnings (-whole view +view):\n%s", diff)
+			}
+			if len(want.Denials())+len(want.Warnings()) == 0 {
+				t.Fatal("the policies said nothing: the comparison proves nothing")
+			}
+			wantAsked := tc.asked
+			if wantAsked == nil {
+				for _, k := range full.Keys() {
+					wantAsked = append(wantAsked, string(k.Value.(ast.String)))
+				}
+			}
+			slices.Sort(v.asked)
+			slices.Sort(wantAsked)
+			if diff := cmp.Diff(wantAsked, v.asked); diff != "" {
+				t.Errorf("keys asked (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

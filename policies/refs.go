@@ -2,7 +2,10 @@ package policies
 
 import "github.com/open-policy-agent/opa/v1/ast"
 
-const inputVar = ast.Var("input")
+const (
+	inputVar     = ast.Var("input")
+	workloadName = ast.String("workload")
+)
 
 // readsObjects reports whether a module may read input.object or
 // input.oldObject. It is conservative: any use of input other than a ref
@@ -44,4 +47,96 @@ func readsObjects(mod *ast.Module) bool {
 	})
 	vis.Walk(mod)
 	return found
+}
+
+// reads is which top-level keys of input.workload some policies may read:
+// every key when all is set, else those in names.
+type reads struct {
+	all   bool
+	names map[string]struct{}
+}
+
+// has reports whether key may be read.
+func (r *reads) has(key string) bool {
+	if r.all {
+		return true
+	}
+	_, ok := r.names[key]
+	return ok
+}
+
+// add makes r cover what o covers.
+func (r *reads) add(o reads) {
+	if r.all || o.all {
+		r.all, r.names = true, nil
+		return
+	}
+	if r.names == nil {
+		r.names = map[string]struct{}{}
+	}
+	for k := range o.names {
+		r.names[k] = struct{}{}
+	}
+}
+
+// workloadReads returns the top-level keys of input.workload a module may
+// read. Like readsObjects it is conservative: only a ref that provably
+// names its key, input.workload.labels or input.workload["labels"], counts
+// as reading that key alone; input.workload itself (passed to a function,
+// assigned, iterated, imported), input.workload[x], input[x], a bare input
+// and with input as ... read every key.
+func workloadReads(mod *ast.Module) reads {
+	r := reads{names: map[string]struct{}{}}
+	var vis *ast.GenericVisitor
+	vis = ast.NewGenericVisitor(func(x any) bool {
+		if r.all {
+			return true
+		}
+		t, ok := x.(*ast.Term)
+		if !ok {
+			return false
+		}
+		switch v := t.Value.(type) {
+		case ast.Var:
+			if v == inputVar {
+				r.all = true
+			}
+		case ast.Ref:
+			if head, ok := v[0].Value.(ast.Var); !ok || head != inputVar {
+				return false
+			}
+			if len(v) < 2 {
+				r.all = true
+				return true
+			}
+			top, ok := v[1].Value.(ast.String)
+			switch {
+			case !ok: // input[x] may be input.workload
+				r.all = true
+				return true
+			case top == workloadName:
+				key, ok := ast.String(""), false
+				if len(v) > 2 {
+					key, ok = v[2].Value.(ast.String)
+				}
+				if !ok {
+					r.all = true
+					return true
+				}
+				r.names[string(key)] = struct{}{}
+			}
+			// The rest may hold refs of its own, as in
+			// input.workload.labels[input.parameters.key].
+			for _, e := range v[1:] {
+				vis.Walk(e)
+			}
+			return true
+		}
+		return false
+	})
+	vis.Walk(mod)
+	if r.all {
+		r.names = nil
+	}
+	return r
 }

@@ -10,6 +10,7 @@ import (
 type Set struct {
 	policies     []*Compiled
 	needsObjects bool
+	reads        reads
 }
 
 // NewSet makes a Set of the compiled policies; nil entries are ignored.
@@ -21,6 +22,7 @@ func NewSet(cs ...*Compiled) *Set {
 		}
 		s.policies = append(s.policies, c)
 		s.needsObjects = s.needsObjects || c.needsObjects
+		s.reads.add(c.reads)
 	}
 	slices.SortStableFunc(s.policies, func(a, b *Compiled) int {
 		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.source, b.source))

@@ -48,8 +48,8 @@ type Policies struct {
 	Seal *seal.Key
 }
 
-// Check builds the workload's view, converts it to OPA's value form once,
-// and evaluates every policy that matches it.
+// Check builds the workload's view, converts what the policies may read of
+// it to OPA's value form once, and evaluates every policy that matches it.
 func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 	view := workload.Build(workload.Source{
 		Kind:             w.Kind,
@@ -69,7 +69,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		Kind:            w.Kind,
 		Namespace:       w.Namespace,
 		NamespaceLabels: w.NamespaceLabels,
-		Workload:        view.Value(),
+		View:            view,
 		Object:          w.Raw,
 		OldObject:       w.OldRaw,
 	})

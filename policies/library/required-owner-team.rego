@@ -23,7 +23,11 @@ package modelgate.library.required_owner_team
 
 require_team := object.get(input.parameters, ["requireTeam"], true)
 
-namespace_team := object.get(input.workload, ["namespaceLabels", "modelgate.io/team"], "")
+# Named through input.workload.namespaceLabels, not object.get on the whole
+# view: a policy that names the keys it reads is given only those.
+namespace_team := object.get(input.workload.namespaceLabels, "modelgate.io/team", "") if {
+	is_object(input.workload.namespaceLabels)
+} else := ""
 
 # A workload that did not opt in, in a namespace with a team, lacks both
 # labels for one reason: one violation names both, and the team rule below

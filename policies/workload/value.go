@@ -12,45 +12,96 @@ import (
 // OPA (a nil map or slice is null, as in JSON), built directly. Terms for
 // keys and common scalars are shared between values, as OPA's own interned
 // terms are; the result must not be mutated.
-func (v *View) Value() ast.Value {
+func (v *View) Value() ast.Value { return v.ValueOf(nil) }
+
+// ValueOf is Value with only the top-level keys for which read reports
+// true (every key when read is nil): what no policy reads is not built.
+func (v *View) ValueOf(read func(key string) bool) ast.Value {
 	b := &builder{}
-	return ast.NewObject(
-		ast.Item(keyKind, b.str(v.Kind)),
-		ast.Item(keyAPIVersion, b.str(v.APIVersion)),
-		ast.Item(keyName, b.str(v.Name)),
-		ast.Item(keyNamespace, b.str(v.Namespace)),
-		ast.Item(keyOperation, b.str(v.Operation)),
-		ast.Item(keyLabels, b.stringMap(v.Labels)),
-		ast.Item(keyAnnotations, b.stringMap(v.Annotations)),
-		ast.Item(keyPodLabels, b.stringMap(v.PodLabels)),
-		ast.Item(keyPodAnnotations, b.stringMap(v.PodAnnotations)),
-		ast.Item(keyUserInfo, b.object(
+	items := make([][2]*ast.Term, 0, len(topKeys))
+	for i, k := range topKeys {
+		if read == nil || read(string(k.Value.(ast.String))) {
+			items = append(items, ast.Item(k, v.top(b, i)))
+		}
+	}
+	return ast.NewObject(items...)
+}
+
+// topKeys are the view's top-level keys; top builds the value of each.
+var topKeys = []*ast.Term{
+	keyKind, keyAPIVersion, keyName, keyNamespace, keyOperation,
+	keyLabels, keyAnnotations, keyPodLabels, keyPodAnnotations, keyUserInfo,
+	keyNamespaceLabels, keyOwner, keyTeam, keyInjected, keyServingContainer,
+	keyHostNetwork, keyHostPID, keyHostIPC,
+	keyContainers, keyInitContainers, keyEphemeralContainers,
+	keyGPU, keyModel, keyEngine, keyServing,
+}
+
+// top is the value of topKeys[i].
+func (v *View) top(b *builder, i int) *ast.Term {
+	switch topKeys[i] {
+	case keyKind:
+		return b.str(v.Kind)
+	case keyAPIVersion:
+		return b.str(v.APIVersion)
+	case keyName:
+		return b.str(v.Name)
+	case keyNamespace:
+		return b.str(v.Namespace)
+	case keyOperation:
+		return b.str(v.Operation)
+	case keyLabels:
+		return b.stringMap(v.Labels)
+	case keyAnnotations:
+		return b.stringMap(v.Annotations)
+	case keyPodLabels:
+		return b.stringMap(v.PodLabels)
+	case keyPodAnnotations:
+		return b.stringMap(v.PodAnnotations)
+	case keyUserInfo:
+		return b.object(
 			ast.Item(keyUsername, b.str(v.UserInfo.Username)),
 			ast.Item(keyGroups, stringArray(b, v.UserInfo.Groups)),
 			ast.Item(keyUID, b.str(v.UserInfo.UID)),
-		)),
-		ast.Item(keyNamespaceLabels, b.stringMap(v.NamespaceLabels)),
-		ast.Item(keyOwner, b.str(v.Owner)),
-		ast.Item(keyTeam, b.str(v.Team)),
-		ast.Item(keyInjected, ast.InternedTerm(v.Injected)),
-		ast.Item(keyServingContainer, b.str(v.ServingContainer)),
-		ast.Item(keyHostNetwork, ast.InternedTerm(v.HostNetwork)),
-		ast.Item(keyHostPID, ast.InternedTerm(v.HostPID)),
-		ast.Item(keyHostIPC, ast.InternedTerm(v.HostIPC)),
-		ast.Item(keyContainers, b.containerArray(v.Containers)),
-		ast.Item(keyInitContainers, b.containerArray(v.InitContainers)),
-		ast.Item(keyEphemeralContainers, b.containerArray(v.EphemeralContainers)),
-		ast.Item(keyGPU, b.object(
+		)
+	case keyNamespaceLabels:
+		return b.stringMap(v.NamespaceLabels)
+	case keyOwner:
+		return b.str(v.Owner)
+	case keyTeam:
+		return b.str(v.Team)
+	case keyInjected:
+		return ast.InternedTerm(v.Injected)
+	case keyServingContainer:
+		return b.str(v.ServingContainer)
+	case keyHostNetwork:
+		return ast.InternedTerm(v.HostNetwork)
+	case keyHostPID:
+		return ast.InternedTerm(v.HostPID)
+	case keyHostIPC:
+		return ast.InternedTerm(v.HostIPC)
+	case keyContainers:
+		return b.containerArray(v.Containers)
+	case keyInitContainers:
+		return b.containerArray(v.InitContainers)
+	case keyEphemeralContainers:
+		return b.containerArray(v.EphemeralContainers)
+	case keyGPU:
+		return b.object(
 			ast.Item(keyResource, b.str(v.GPU.Resource)),
 			ast.Item(keyCount, b.num(v.GPU.Count)),
 			ast.Item(keyProducts, stringArray(b, v.GPU.Products)),
 			ast.Item(keyMemoryMiB, b.num(v.GPU.MemoryMiB)),
 			ast.Item(keyClaims, stringArray(b, v.GPU.Claims)),
-		)),
-		ast.Item(keyModel, b.modelTerm(v.Model)),
-		ast.Item(keyEngine, b.str(v.Engine)),
-		ast.Item(keyServing, ast.InternedTerm(v.Serving)),
-	)
+		)
+	case keyModel:
+		return b.modelTerm(v.Model)
+	case keyEngine:
+		return b.str(v.Engine)
+	case keyServing:
+		return ast.InternedTerm(v.Serving)
+	}
+	panic("workload: no value for top-level key " + topKeys[i].String())
 }
 
 // builder hands out the terms of one value from slabs: one allocation for

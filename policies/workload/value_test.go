@@ -153,6 +153,26 @@ func TestValueMatchesJSON(t *testing.T) {
 	}
 }
 
+// TestValueOf: the partial value has exactly the keys asked for, each
+// with the whole value's value.
+func TestValueOf(t *testing.T) {
+	v := Build(sourceOf(builders.New("Deployment", builders.Options{Name: "x", Namespace: "y",
+		Labels: map[string]string{"l": "1"}, TemplateAnnotations: map[string]string{"a": "2"}})))
+	whole := v.Value().(ast.Object)
+	for _, keys := range [][]string{{}, {"kind"}, {"labels", "gpu", "containers"}, {"model", "nope"}} {
+		got := v.ValueOf(func(k string) bool { return slices.Contains(keys, k) }).(ast.Object)
+		want := ast.NewObject()
+		for _, k := range keys {
+			if val := whole.Get(ast.StringTerm(k)); val != nil {
+				want.Insert(ast.StringTerm(k), val)
+			}
+		}
+		if ast.Compare(want, got) != 0 {
+			t.Errorf("ValueOf(%v) = %v, want %v", keys, got, want)
+		}
+	}
+}
+
 // TestFillSetsEveryField guards the test above: the filled security context
 // has every field in its JSON.
 func TestFillSetsEveryField(t *testing.T) {
