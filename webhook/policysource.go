@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +44,56 @@ type PolicyReconciler struct {
 	Metrics *PolicyMetrics
 
 	loaded atomic.Bool
+	// mu guards inForce, which records, by name, the UID and generation of
+	// each policy compiled into the store, or that it was deleted: a
+	// reconcile of the generation in force (every policy's first one,
+	// right after loadAll compiled it at start) only checks the status
+	// instead of compiling the module again, and loadAll's list, older
+	// than what the reconciler has seen, never puts back a policy deleted
+	// or an older generation.
+	mu      sync.Mutex
+	inForce map[string]compiledAt
+}
+
+// compiledAt is a WorkloadPolicy's identity and generation as compiled;
+// deleted marks one the reconciler found gone.
+type compiledAt struct {
+	uid        types.UID
+	generation int64
+	deleted    bool
+}
+
+// isInForce reports whether wp's generation is the one compiled.
+func (r *PolicyReconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inForce[wp.Name] == compiledAt{uid: wp.UID, generation: wp.Generation}
+}
+
+// compiledNow puts c, compiled from wp, in force. From a list (listed
+// true), it does not replace what the reconciler decided since.
+func (r *PolicyReconciler) compiledNow(wp *policyv1.WorkloadPolicy, c *policies.Compiled, listed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inForce == nil {
+		r.inForce = map[string]compiledAt{}
+	}
+	if at, ok := r.inForce[wp.Name]; listed && ok && (at.deleted || at.uid == wp.UID && at.generation >= wp.Generation) {
+		return
+	}
+	r.Store.Upsert(c)
+	r.inForce[wp.Name] = compiledAt{uid: wp.UID, generation: wp.Generation}
+}
+
+// dropped takes the policy out of force: deleted, or no longer compiling.
+func (r *PolicyReconciler) dropped(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inForce == nil {
+		r.inForce = map[string]compiledAt{}
+	}
+	r.Store.Delete(validators.SourceWorkloadPolicy, name)
+	r.inForce[name] = compiledAt{deleted: true}
 }
 
 // SetupWithManager registers the reconciler, and a runnable that loads
@@ -64,8 +116,9 @@ func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 }
 
 // loadAll compiles every WorkloadPolicy into the store once the cache has
-// synced. It only adds: deletions are the reconciler's, so a policy deleted
-// meanwhile cannot come back from a stale list.
+// synced. It only adds, and never over what the reconciler has seen since
+// (compiledNow): a policy deleted or changed meanwhile does not come back
+// from the list.
 func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -78,7 +131,7 @@ func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) er
 		loaded := 0
 		for i := range list.Items {
 			if c, err := validators.CompileWorkloadPolicy(ctx, &list.Items[i]); err == nil {
-				r.Store.Upsert(c)
+				r.compiledNow(&list.Items[i], c, true)
 				loaded++
 			}
 		}
@@ -105,7 +158,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	wp := &policyv1.WorkloadPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wp); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Store.Delete(validators.SourceWorkloadPolicy, req.Name)
+			r.dropped(req.Name)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -113,15 +166,20 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	status := wp.Status.DeepCopy()
 	status.ObservedGeneration = wp.Generation
 	cond := metav1.Condition{Type: policyv1.ConditionReady, ObservedGeneration: wp.Generation}
-	c, err := validators.CompileWorkloadPolicy(ctx, wp)
+	var err error
+	if !r.isInForce(wp) {
+		var c *policies.Compiled
+		if c, err = validators.CompileWorkloadPolicy(ctx, wp); err == nil {
+			r.compiledNow(wp, c, false)
+		}
+	}
 	if err == nil {
-		r.Store.Upsert(c)
 		status.Errors = nil
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, policyv1.ReasonCompiled, "the policy is compiled and enforced"
 	} else {
 		// A policy that no longer compiles is not enforced: it must not
 		// keep judging with a module that is not the one in the cluster.
-		r.Store.Delete(validators.SourceWorkloadPolicy, wp.Name)
+		r.dropped(wp.Name)
 		r.Metrics.LoadFailed(validators.SourceWorkloadPolicy)
 		cond.Status, cond.Message = metav1.ConditionFalse, err.Error()
 		if ce, isCompile := errors.AsType[*policies.CompileError](err); isCompile {
