@@ -45,6 +45,9 @@ type Review struct {
 	// Workload is the normalized view, input.workload, already converted
 	// once for every policy; nil is null. View, when set, is used instead.
 	Workload ast.Value
+	// Set, when not nil, is the Set to evaluate instead of the engine's
+	// current one: the Set the caller decided what to decode by.
+	Set *Set
 	// View builds input.workload once per review with only the top-level
 	// keys some policy of the Set may read (see Compiled.ReadsWorkloadKey):
 	// a key no policy names costs nothing, and no policy can tell it is
@@ -101,7 +104,10 @@ func (e *Engine) Set() *Set { return e.set.Load() }
 // Evaluate runs every policy of the current Set that matches the review,
 // under the engine's deadline, and returns their results by policy name.
 func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
-	set := e.set.Load()
+	set := r.Set
+	if set == nil {
+		set = e.set.Load()
+	}
 	deadline := time.Now().Add(e.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d

@@ -47,6 +47,10 @@ func (s *Set) Names() []string {
 	return out
 }
 
+// ReadsWorkloadKey reports whether any policy may read the key of
+// input.workload.
+func (s *Set) ReadsWorkloadKey(key string) bool { return s != nil && s.reads.has(key) }
+
 // NeedsObjects reports whether any policy may read input.object or
 // input.oldObject.
 func (s *Set) NeedsObjects() bool { return s != nil && s.needsObjects }

@@ -35,6 +35,9 @@ type Workload struct {
 	// Raw and OldRaw are the object and the old object as JSON (OldRaw nil
 	// on CREATE): input.object and input.oldObject.
 	Raw, OldRaw []byte
+	// Set is the policy set to evaluate, nil for the engine's current one:
+	// the one the caller read what the policies need by.
+	Set *policies.Set
 }
 
 // Policies runs the policy engine over workloads.
@@ -70,6 +73,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		Namespace:       w.Namespace,
 		NamespaceLabels: w.NamespaceLabels,
 		View:            view,
+		Set:             w.Set,
 		Object:          w.Raw,
 		OldObject:       w.OldRaw,
 	})

@@ -2,17 +2,24 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // reference decodes with the decoder of the API server and of
@@ -89,6 +96,7 @@ func FuzzDecodeAsTheAPIServer(f *testing.F) {
 		}
 		for gvk := range decoders {
 			sameDecode(t, gvk, raw)
+			sameDecodeSkipping(t, gvk, raw)
 		}
 	})
 }
@@ -158,5 +166,119 @@ func hasDuplicateNames(raw []byte) bool {
 			continue
 		}
 		wantName = len(stack) > 0 && stack[len(stack)-1] != nil
+	}
+}
+
+// modelgateOnly is m without the keys outside modelgate.io/, nil for nil.
+func modelgateOnly(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		if strings.HasPrefix(k, annotations.Prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sameDecodeSkipping: with onlyModelgateAnnotations, the object decodes as
+// the reference does, but for the annotations of its metadata and its
+// templates', which keep only the modelgate.io/ keys; every other map
+// (labels, node selectors, limits) is whole.
+func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
+	t.Helper()
+	got, err := decoders[gvk](raw, onlyModelgateAnnotations)
+	ref, rerr := decoders[gvk](raw)
+	switch {
+	case rerr != nil && err == nil:
+		t.Fatalf("%s: accepted %q, which the default decoding refuses: %v", gvk.Kind, raw, rerr)
+	case rerr == nil && err != nil:
+		t.Fatalf("%s: refused %q, which the default decoding accepts: %v", gvk.Kind, raw, err)
+	case err != nil:
+		return
+	}
+	metas := ref.target.Metas()
+	for _, m := range metas {
+		m.Annotations = modelgateOnly(m.Annotations)
+	}
+	if diff := cmp.Diff(ref.obj, got.obj); diff != "" {
+		t.Fatalf("%s: %q decodes differently (-default, filtered +skipping):\n%s", gvk.Kind, raw, diff)
+	}
+}
+
+func TestOnlyModelgateAnnotations(t *testing.T) {
+	big := strings.Repeat(`\"x\"`, 1000)
+	raw := []byte(`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"` + big + `","modelgate.io/inject":"true","note":null},` +
+		`"labels":{"a":"b"}},"spec":{"template":{"metadata":{"annotations":{"x":"y","modelgate.io/gpu":"2"}},"spec":{"nodeSelector":{"n":"1"},"containers":[{"name":"c"}]}}}}`)
+	d, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}](raw, onlyModelgateAnnotations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"modelgate.io/inject": "true"}, d.target.Object.Annotations); diff != "" {
+		t.Errorf("metadata.annotations (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"modelgate.io/gpu": "2"}, d.target.Templates[0].Annotations); diff != "" {
+		t.Errorf("spec.template.metadata.annotations (-want +got):\n%s", diff)
+	}
+	if d.target.Object.Labels["a"] != "b" || d.target.PodSpec.NodeSelector["n"] != "1" {
+		t.Errorf("other maps were filtered: labels %v, nodeSelector %v", d.target.Object.Labels, d.target.PodSpec.NodeSelector)
+	}
+	for _, bad := range []string{
+		`{"metadata":{"annotations":{"x":1}}}`, `{"metadata":{"annotations":{"modelgate.io/gpu":2}}}`,
+		`{"metadata":{"annotations":[]}}`, `{"metadata":{"annotations":{"x":"a","x":"b"}}}`,
+	} {
+		if _, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]([]byte(bad), onlyModelgateAnnotations); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	var inputs [][]byte
+	for _, o := range trickyObjects {
+		inputs = append(inputs, []byte(o))
+	}
+	inputs = append(inputs, raw)
+	for _, in := range inputs {
+		for gvk := range decoders {
+			sameDecodeSkipping(t, gvk, in)
+		}
+	}
+}
+
+// TestValidateSkipsUnreadAnnotations: under the library, which reads no
+// annotations, the validating webhook skips them, and answers as it does
+// when a policy that reads them (and never fires) makes it decode them all.
+func TestValidateSkipsUnreadAnnotations(t *testing.T) {
+	lib := samplePolicies(t)
+	skipping := NewValidating(config.New(), engineOf(t, lib), testNamespaces, NewPolicyMetrics(nil))
+	if set := skipping.checker.Engine.Set(); set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") {
+		t.Fatal("the library reads annotations: nothing is skipped, the test proves nothing")
+	}
+	reader := lib[0].DeepCopy()
+	reader.Name = "reads-annotations"
+	reader.Spec.Rego = "package reads\n\nwarn contains \"never\" if input.workload.annotations[\"modelgate.io/never\"] == \"x\"\n"
+	whole := NewValidating(config.New(), engineOf(t, append(lib, reader)), testNamespaces, NewPolicyMetrics(nil))
+	if !whole.checker.Engine.Set().ReadsWorkloadKey("annotations") {
+		t.Fatal("the reader policy reads no annotations")
+	}
+	injected := injectedReview(t)
+	plain := create(t, object("Deployment", nsPlain, builders.Options{Annotations: map[string]string{"note": "x"}}), alice)
+	ctx := context.Background()
+	for name, req := range map[string]admission.Request{
+		"injected":                 injected,
+		"injected, 100 KB applied": grown(t, injected, 100<<10),
+		"not opted in":             plain,
+		"not opted in, applied":    grown(t, plain, 10<<10),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, want := skipping.Handle(ctx, req), whole.Handle(ctx, req)
+			if got.Allowed != want.Allowed || !cmp.Equal(got.Result, want.Result) || !cmp.Equal(got.Warnings, want.Warnings) {
+				t.Errorf("skipping answers allowed=%v %v %v; decoding all answers allowed=%v %v %v",
+					got.Allowed, got.Result, got.Warnings, want.Allowed, want.Result, want.Warnings)
+			}
+		})
+	}
+	if resp := skipping.Handle(ctx, plain); resp.Allowed {
+		t.Error("the plain Deployment is allowed: the comparison covers no denial")
 	}
 }

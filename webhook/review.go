@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -25,9 +26,10 @@ type admitted struct {
 // admit does what every workload handler does first: it skips operations,
 // kinds and namespaces modelgate leaves alone, decodes the object (and, with
 // withOld, the old object on UPDATE), and reads the namespace's labels from
-// the cache. When the handler has nothing more to do, admit returns nil with
+// the cache. opts are the decoder's (see onlyModelgateAnnotations). When
+// the handler has nothing more to do, admit returns nil with
 // the answer and its outcome.
-func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool) (*admitted, admission.Response, string) {
+func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, opts ...jsonv2.Options) (*admitted, admission.Response, string) {
 	a := &admitted{op: mutators.Operation(req.Operation)}
 	if a.op != mutators.Create && a.op != mutators.Update {
 		return nil, admission.Allowed("operation not handled by modelgate"), outcomeSkipped
@@ -40,11 +42,11 @@ func admit(ctx context.Context, req admission.Request, excluded sets.Set[string]
 		return nil, admission.Allowed("namespace excluded"), outcomeSkipped
 	}
 	var err error
-	if a.obj, err = decode(req.Object.Raw); err != nil {
+	if a.obj, err = decode(req.Object.Raw, opts...); err != nil {
 		return nil, admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
 	}
 	if withOld && a.op == mutators.Update {
-		if a.old, err = decode(req.OldObject.Raw); err != nil {
+		if a.old, err = decode(req.OldObject.Raw, opts...); err != nil {
 			return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
 		}
 	}

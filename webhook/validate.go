@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -75,15 +76,23 @@ func (h *Validating) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 func (h *Validating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
-	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false)
+	// The set in force now judges the review, and says what to decode:
+	// annotations no policy reads are skipped, not copied.
+	set := h.checker.Engine.Set()
+	var opts []jsonv2.Options
+	if !set.ReadsWorkloadKey("annotations") && !set.ReadsWorkloadKey("podAnnotations") {
+		opts = append(opts, onlyModelgateAnnotations)
+	}
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts...)
 	if a == nil {
 		return resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
-	if why := unjudgedPodUpdate(req, obj); why != "" {
+	if why := unjudgedPodUpdate(req, obj, opts...); why != "" {
 		return admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
+	w.Set = set
 	decision := h.checker.Check(ctx, w)
 	logDecision(ctx, req, decision)
 	return policyResponse(decision)
@@ -95,8 +104,8 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 // policies judge a Pod by (its spec, labels and annotations), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
-// ever.
-func unjudgedPodUpdate(req admission.Request, obj *decoded) string {
+// ever. opts decode the old Pod as the new one was decoded.
+func unjudgedPodUpdate(req admission.Request, obj *decoded, opts ...jsonv2.Options) string {
 	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Update {
 		return ""
 	}
@@ -104,7 +113,7 @@ func unjudgedPodUpdate(req admission.Request, obj *decoded) string {
 	if cur.Object.DeletionTimestamp != nil {
 		return "the Pod is being deleted"
 	}
-	old, err := decoders[req.Kind](req.OldObject.Raw)
+	old, err := decoders[req.Kind](req.OldObject.Raw, opts...)
 	if err != nil {
 		return "" // judged as it stands
 	}
