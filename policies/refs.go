@@ -14,9 +14,22 @@ const (
 // input as ... all do.
 func readsObjects(mod *ast.Module) bool {
 	found := false
+	eachInputUse(mod, func(ref ast.Ref) bool {
+		found = len(ref) < 2 || !ref[1].Equal(workloadKey) && !ref[1].Equal(parametersKey)
+		return !found
+	})
+	return found
+}
+
+// eachInputUse calls use for every use of input in mod, until it returns
+// false: with the ref for input.a.b..., and nil for a bare input. The
+// refs inside a ref are uses of their own, as in
+// input.workload[input.object.kind].
+func eachInputUse(mod *ast.Module, use func(ast.Ref) bool) {
+	stop := false
 	var vis *ast.GenericVisitor
 	vis = ast.NewGenericVisitor(func(x any) bool {
-		if found {
+		if stop {
 			return true
 		}
 		t, ok := x.(*ast.Term)
@@ -26,18 +39,15 @@ func readsObjects(mod *ast.Module) bool {
 		switch v := t.Value.(type) {
 		case ast.Var:
 			if v == inputVar {
-				found = true
+				stop = !use(nil)
 			}
 		case ast.Ref:
 			if head, ok := v[0].Value.(ast.Var); !ok || head != inputVar {
 				return false
 			}
-			if len(v) < 2 || !v[1].Equal(workloadKey) && !v[1].Equal(parametersKey) {
-				found = true
+			if stop = !use(v); stop {
 				return true
 			}
-			// The head is fine; the rest may hold refs of its own, as in
-			// input.workload[input.object.kind].
 			for _, e := range v[1:] {
 				vis.Walk(e)
 			}
@@ -46,7 +56,6 @@ func readsObjects(mod *ast.Module) bool {
 		return false
 	})
 	vis.Walk(mod)
-	return found
 }
 
 // reads is which top-level keys of input.workload some policies may read:
@@ -87,54 +96,30 @@ func (r *reads) add(o reads) {
 // and with input as ... read every key.
 func workloadReads(mod *ast.Module) reads {
 	r := reads{names: map[string]struct{}{}}
-	var vis *ast.GenericVisitor
-	vis = ast.NewGenericVisitor(func(x any) bool {
-		if r.all {
-			return true
-		}
-		t, ok := x.(*ast.Term)
-		if !ok {
+	eachInputUse(mod, func(ref ast.Ref) bool {
+		if len(ref) < 2 {
+			r.all = true // a bare input, or with input as ...
 			return false
 		}
-		switch v := t.Value.(type) {
-		case ast.Var:
-			if v == inputVar {
-				r.all = true
-			}
-		case ast.Ref:
-			if head, ok := v[0].Value.(ast.Var); !ok || head != inputVar {
-				return false
-			}
-			if len(v) < 2 {
-				r.all = true
-				return true
-			}
-			top, ok := v[1].Value.(ast.String)
-			switch {
-			case !ok: // input[x] may be input.workload
-				r.all = true
-				return true
-			case top == workloadName:
-				key, ok := ast.String(""), false
-				if len(v) > 2 {
-					key, ok = v[2].Value.(ast.String)
-				}
-				if !ok {
-					r.all = true
-					return true
-				}
-				r.names[string(key)] = struct{}{}
-			}
-			// The rest may hold refs of its own, as in
-			// input.workload.labels[input.parameters.key].
-			for _, e := range v[1:] {
-				vis.Walk(e)
-			}
+		top, ok := ref[1].Value.(ast.String)
+		switch {
+		case !ok: // input[x] may be input.workload
+			r.all = true
+			return false
+		case top != workloadName:
 			return true
+		case len(ref) < 3:
+			r.all = true
+			return false
 		}
-		return false
+		key, ok := ref[2].Value.(ast.String)
+		if !ok {
+			r.all = true
+			return false
+		}
+		r.names[string(key)] = struct{}{}
+		return true
 	})
-	vis.Walk(mod)
 	if r.all {
 		r.names = nil
 	}
