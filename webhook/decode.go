@@ -120,10 +120,49 @@ func unmarshal(raw []byte, into any, opts ...jsonv2.Options) error {
 		return errEmptyObject
 	}
 	if err := jsonv2.Unmarshal(raw, into, opts...); err != nil {
-		return fmt.Errorf("decoding object: %w", err)
+		return fmt.Errorf("decoding object: %w", steadyError{err})
 	}
 	return nil
 }
+
+// steadyError is a decoding error whose message says "cannot" every time:
+// the decoder's own picks "cannot" or "unable to" at random per process,
+// so that nobody relies on its text, and ours goes to users, logs and
+// golden files.
+type steadyError struct{ err error }
+
+func (e steadyError) Error() string {
+	msg := e.err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unable to "); ok {
+		return "json: cannot " + rest
+	}
+	return msg
+}
+
+func (e steadyError) Unwrap() error { return e.err }
+
+// validateDecoding is how the validating webhook decodes objects: without
+// metadata.managedFields, which the API server sends, which can be as large
+// as the rest of the object, and which nothing the policies see is built
+// from (input.object is the raw object, whole); with annotations, when no
+// policy in force reads them, only as onlyModelgateAnnotations keeps them.
+func validateDecoding(annotationsRead bool) jsonv2.Options {
+	if annotationsRead {
+		return skipManagedFields
+	}
+	return skipManagedFieldsAndAnnotations
+}
+
+var (
+	skipManagedFields               = jsonv2.WithUnmarshalers(managedFieldsSkipped)
+	skipManagedFieldsAndAnnotations = jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(managedFieldsSkipped, onlyModelgateAnnotations))
+)
+
+// managedFieldsSkipped checks metadata.managedFields as JSON and skips it:
+// the field stays empty.
+var managedFieldsSkipped = jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ *[]metav1.ManagedFieldsEntry) error {
+	return dec.SkipValue()
+})
 
 // onlyModelgateAnnotations decodes the annotations of an object's metadata
 // and of its templates' with only the modelgate.io/ keys: the others'
@@ -132,7 +171,7 @@ func unmarshal(raw []byte, into any, opts ...jsonv2.Options) error {
 // annotations: its own reads (settings, the injection record, the seal)
 // are all modelgate.io/ keys, and a kubectl last-applied-configuration,
 // as large as the object, then costs a scan instead of a copy.
-var onlyModelgateAnnotations = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
+var onlyModelgateAnnotations = jsonv2.UnmarshalFromFunc(
 	func(dec *jsontext.Decoder, m *map[string]string) error {
 		if !strings.HasSuffix(string(dec.StackPointer()), "metadata/annotations") {
 			return errors.ErrUnsupported // any other map: the default decoding
@@ -183,4 +222,4 @@ var onlyModelgateAnnotations = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
 		}
 		_, err = dec.ReadToken()
 		return err
-	}))
+	})

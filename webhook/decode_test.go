@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -46,6 +47,8 @@ var trickyObjects = []string{
 		`"status":{"replicas":1,"conditions":[{"type":"Available","status":"True","lastUpdateTime":"2026-01-02T03:04:05Z"}]}}`,
 	`{"kind":"Pod","metadata":{"name":"p","labels":null},"spec":{"containers":null,"initContainers":[],"nodeSelector":{"a":"b"},"priority":-5,"overhead":{"cpu":"250m"}}}`,
 	`{"metadata":{"name":"j"},"spec":{"backoffLimit":0,"activeDeadlineSeconds":9007199254740993,"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"c","command":["a","b"],"args":[]}]}}}}`,
+	`{"metadata":{"managedFields":null},"spec":{"volumeClaimTemplates":[{"metadata":{"name":"d","annotations":{"a":"b","modelgate.io/x":"y"},"managedFields":[{"manager":"x"}]}}],` +
+		`"template":{"spec":{"volumes":[{"name":"e","ephemeral":{"volumeClaimTemplate":{"metadata":{"annotations":{"c":"d"}}}}}]}}}}`,
 	`{"spec":{"schedule":"*/5 * * * *","jobTemplate":{"metadata":{"annotations":{"a":"b"}},"spec":{"template":{"metadata":{},"spec":{"containers":[{"name":"x"}]}}}}}}`,
 }
 
@@ -96,7 +99,8 @@ func FuzzDecodeAsTheAPIServer(f *testing.F) {
 		}
 		for gvk := range decoders {
 			sameDecode(t, gvk, raw)
-			sameDecodeSkipping(t, gvk, raw)
+			sameDecodeSkipping(t, gvk, raw, false)
+			sameDecodeSkipping(t, gvk, raw, true)
 		}
 	})
 }
@@ -183,15 +187,19 @@ func modelgateOnly(m map[string]string) map[string]string {
 	return out
 }
 
-// sameDecodeSkipping: with onlyModelgateAnnotations, the object decodes as
-// the reference does, but for the annotations of its metadata and its
-// templates', which keep only the modelgate.io/ keys; every other map
-// (labels, node selectors, limits) is whole.
-func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
+// sameDecodeSkipping: as the validating webhook decodes (validateDecoding),
+// the object decodes as the reference does but for metadata.managedFields,
+// left empty, and, unless annotationsRead, the annotations of its metadata
+// and its templates', which keep only the modelgate.io/ keys; every other
+// map (labels, node selectors, limits) is whole. Skipping managedFields
+// accepts a malformed entry the default decoding refuses: nothing reads it.
+func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, annotationsRead bool) {
 	t.Helper()
-	got, err := decoders[gvk](raw, onlyModelgateAnnotations)
+	got, err := decoders[gvk](raw, validateDecoding(annotationsRead))
 	ref, rerr := decoders[gvk](raw)
 	switch {
+	case rerr != nil && err == nil && strings.Contains(rerr.Error(), "/metadata/managedFields"):
+		return
 	case rerr != nil && err == nil:
 		t.Fatalf("%s: accepted %q, which the default decoding refuses: %v", gvk.Kind, raw, rerr)
 	case rerr == nil && err != nil:
@@ -199,20 +207,49 @@ func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	case err != nil:
 		return
 	}
-	metas := ref.target.Metas()
-	for _, m := range metas {
-		m.Annotations = modelgateOnly(m.Annotations)
-	}
+	eachObjectMeta(reflect.ValueOf(ref.obj), func(m *metav1.ObjectMeta) {
+		m.ManagedFields = nil
+		if !annotationsRead {
+			m.Annotations = modelgateOnly(m.Annotations)
+		}
+	})
 	if diff := cmp.Diff(ref.obj, got.obj); diff != "" {
 		t.Fatalf("%s: %q decodes differently (-default, filtered +skipping):\n%s", gvk.Kind, raw, diff)
 	}
 }
 
-func TestOnlyModelgateAnnotations(t *testing.T) {
+// eachObjectMeta calls f on every ObjectMeta in v: the object's, its
+// templates', a StatefulSet's claim templates', ephemeral volumes'.
+func eachObjectMeta(v reflect.Value, f func(*metav1.ObjectMeta)) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			eachObjectMeta(v.Elem(), f)
+		}
+	case reflect.Struct:
+		if m, ok := v.Addr().Interface().(*metav1.ObjectMeta); ok {
+			f(m)
+			return
+		}
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				eachObjectMeta(v.Field(i), f)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			eachObjectMeta(v.Index(i), f)
+		}
+	}
+}
+
+// TestValidateDecoding: the validating webhook's decoding keeps the
+// modelgate.io/ annotations and every other field but managedFields.
+func TestValidateDecoding(t *testing.T) {
 	big := strings.Repeat(`\"x\"`, 1000)
 	raw := []byte(`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"` + big + `","modelgate.io/inject":"true","note":null},` +
 		`"labels":{"a":"b"}},"spec":{"template":{"metadata":{"annotations":{"x":"y","modelgate.io/gpu":"2"}},"spec":{"nodeSelector":{"n":"1"},"containers":[{"name":"c"}]}}}}`)
-	d, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}](raw, onlyModelgateAnnotations)
+	d, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}](raw, validateDecoding(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +266,7 @@ func TestOnlyModelgateAnnotations(t *testing.T) {
 		`{"metadata":{"annotations":{"x":1}}}`, `{"metadata":{"annotations":{"modelgate.io/gpu":2}}}`,
 		`{"metadata":{"annotations":[]}}`, `{"metadata":{"annotations":{"x":"a","x":"b"}}}`,
 	} {
-		if _, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]([]byte(bad), onlyModelgateAnnotations); err == nil {
+		if _, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]([]byte(bad), validateDecoding(false)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
 	}
@@ -240,7 +277,8 @@ func TestOnlyModelgateAnnotations(t *testing.T) {
 	inputs = append(inputs, raw)
 	for _, in := range inputs {
 		for gvk := range decoders {
-			sameDecodeSkipping(t, gvk, in)
+			sameDecodeSkipping(t, gvk, in, false)
+			sameDecodeSkipping(t, gvk, in, true)
 		}
 	}
 }
@@ -280,5 +318,22 @@ func TestValidateSkipsUnreadAnnotations(t *testing.T) {
 	}
 	if resp := skipping.Handle(ctx, plain); resp.Allowed {
 		t.Error("the plain Deployment is allowed: the comparison covers no denial")
+	}
+}
+
+// TestSteadyError: the decoder's message says "cannot" or "unable to" at
+// random per process; ours always says "cannot", and unwraps.
+func TestSteadyError(t *testing.T) {
+	inner := errors.New("json: unable to unmarshal JSON string into Go []v1.Container within \"/spec/containers\"")
+	err := steadyError{inner}
+	if got, want := err.Error(), "json: cannot unmarshal JSON string into Go []v1.Container within \"/spec/containers\""; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(err, inner) {
+		t.Error("steadyError does not unwrap")
+	}
+	_, derr := decoders[metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}]([]byte(`{"spec":{"containers":"x"}}`))
+	if derr == nil || !strings.Contains(derr.Error(), `json: cannot unmarshal JSON string into Go []v1.Container within "/spec/containers"`) {
+		t.Errorf("decoding error %v: want the field and the steady verb", derr)
 	}
 }

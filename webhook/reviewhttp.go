@@ -67,7 +67,7 @@ func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var ar envelope
 	if err := jsonv2.Unmarshal(body, &ar); err != nil {
-		h.fail(w, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", err))
+		h.fail(w, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", steadyError{err}))
 		return
 	}
 	if ar.APIVersion == "" && ar.Kind == "" {

@@ -79,16 +79,13 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 	// The set in force now judges the review, and says what to decode:
 	// annotations no policy reads are skipped, not copied.
 	set := h.checker.Engine.Set()
-	var opts []jsonv2.Options
-	if !set.ReadsWorkloadKey("annotations") && !set.ReadsWorkloadKey("podAnnotations") {
-		opts = append(opts, onlyModelgateAnnotations)
-	}
-	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts...)
+	opts := validateDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations"))
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts)
 	if a == nil {
 		return resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
-	if why := unjudgedPodUpdate(req, obj, opts...); why != "" {
+	if why := unjudgedPodUpdate(req, obj, opts); why != "" {
 		return admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
