@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
@@ -163,4 +164,82 @@ func BenchmarkMutateObjectSize(b *testing.B) {
 			b.ReportMetric(float64(len(resp.Patch)), "patch-bytes")
 		})
 	}
+}
+
+// BenchmarkValidateAsSent is the injected Deployment under the library as
+// the API server sends it after kubectl apply: with its
+// last-applied-configuration (the object itself) and the managedFields of
+// two managers, which make it about three times as large, beside the same
+// object bare.
+func BenchmarkValidateAsSent(b *testing.B) {
+	bare := injectedReview(b)
+	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
+	ctx := benchContext()
+	for name, req := range map[string]admission.Request{"bare": bare, "as-sent": asSent(b, bare)} {
+		b.Run(name, func(b *testing.B) {
+			if resp := h.Handle(ctx, req); !resp.Allowed {
+				b.Fatalf("denied: %s", resp.Result.Message)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(req.Object.Raw)))
+			for b.Loop() {
+				h.Handle(ctx, req)
+			}
+		})
+	}
+}
+
+// asSent is the review with the Deployment as the API server sends it
+// after a kubectl apply: a last-applied-configuration of the object, and
+// managedFields for kubectl's fields and the controller manager's status.
+func asSent(tb testing.TB, req admission.Request) admission.Request {
+	tb.Helper()
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(req.Object.Raw, d); err != nil {
+		tb.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(req.Object.Raw, &doc); err != nil {
+		tb.Fatal(err)
+	}
+	fields := func(v any) *metav1.FieldsV1 {
+		raw, err := json.Marshal(fieldSet(v))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return &metav1.FieldsV1{Raw: raw}
+	}
+	now := metav1.Now()
+	d.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+			Time: &now, FieldsType: "FieldsV1", FieldsV1: fields(map[string]any{"metadata": doc["metadata"], "spec": doc["spec"]})},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+			Time: &now, FieldsType: "FieldsV1", Subresource: "status",
+			FieldsV1: fields(map[string]any{"status": map[string]any{"replicas": 1, "conditions": []any{map[string]any{"type": "Available", "status": "True"}}}})},
+	}
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = string(req.Object.Raw)
+	out := req
+	out.Object.Raw = toJSON(tb, d)
+	return out
+}
+
+// fieldSet is the FieldsV1 shape of a JSON value: f:<name> for members,
+// i:<index> for list items, {} for leaves.
+func fieldSet(v any) any {
+	out := map[string]any{}
+	switch v := v.(type) {
+	case map[string]any:
+		out["."] = map[string]any{}
+		for k, e := range v {
+			out["f:"+k] = fieldSet(e)
+		}
+	case []any:
+		for i, e := range v {
+			out[fmt.Sprintf("i:%d", i)] = fieldSet(e)
+		}
+	}
+	return out
 }
