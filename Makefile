@@ -124,6 +124,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 	@test -z "$$(git status --porcelain -- config api)" || { git status --porcelain -- config api; echo "untracked generated files: commit them"; exit 1; }
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }
+	@$(KUSTOMIZE) build config/prometheus >/dev/null || { echo "config/prometheus does not render"; exit 1; }
 
 ##@ Test
 
