@@ -13,12 +13,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -289,7 +291,7 @@ func TestValidateDecoding(t *testing.T) {
 func TestValidateSkipsUnreadAnnotations(t *testing.T) {
 	lib := samplePolicies(t)
 	skipping := NewValidating(config.New(), engineOf(t, lib), testNamespaces, NewPolicyMetrics(nil))
-	if set := skipping.checker.Engine.Set(); set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") {
+	if set := skipping.checker.Engine.Set(); set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") || set.NeedsObjects() {
 		t.Fatal("the library reads annotations: nothing is skipped, the test proves nothing")
 	}
 	reader := lib[0].DeepCopy()
@@ -335,5 +337,25 @@ func TestSteadyError(t *testing.T) {
 	_, derr := decoders[metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}]([]byte(`{"spec":{"containers":"x"}}`))
 	if derr == nil || !strings.Contains(derr.Error(), `json: cannot unmarshal JSON string into Go []v1.Container within "/spec/containers"`) {
 		t.Errorf("decoding error %v: want the field and the steady verb", derr)
+	}
+}
+
+// TestPodUpdateJudgedByObjectAnnotations: a policy that reads the raw
+// object's annotations turns the skipping off, so a Pod UPDATE that only
+// changes an annotation is judged, not waved through as changing nothing
+// the policies judge a Pod by.
+func TestPodUpdateJudgedByObjectAnnotations(t *testing.T) {
+	reader := samplePolicies(t)[0].DeepCopy()
+	reader.Name = "note"
+	reader.Spec.Match = policyv1.WorkloadMatch{}
+	reader.Spec.Parameters = nil
+	reader.Spec.Rego = "package note\n\ndeny contains \"note is x\" if input.object.metadata.annotations.note == \"x\"\n"
+	h := NewValidating(config.New(), engineOf(t, []*policyv1.WorkloadPolicy{reader}), testNamespaces, NewPolicyMetrics(nil))
+	pod := func(note string) []byte {
+		return toJSON(t, object("Pod", nsPlain, builders.Options{Annotations: map[string]string{"note": note}}))
+	}
+	resp := h.Handle(context.Background(), request("Pod", admissionv1.Update, nsPlain, pod("x"), pod("y"), alice))
+	if resp.Allowed || resp.Result == nil || !strings.Contains(resp.Result.Message, "[note] note is x") {
+		t.Errorf("an UPDATE that sets the annotation the policy reads: allowed=%v %v, want denied by [note]", resp.Allowed, resp.Result)
 	}
 }

@@ -26,9 +26,9 @@ type admitted struct {
 // admit does what every workload handler does first: it skips operations,
 // kinds and namespaces modelgate leaves alone, decodes the object (and, with
 // withOld, the old object on UPDATE), and reads the namespace's labels from
-// the cache. opts are the decoder's (see onlyModelgateAnnotations). When
-// the handler has nothing more to do, admit returns nil with
-// the answer and its outcome.
+// the cache. opts are the decoder's (see validateDecoding). When the
+// handler has nothing more to do, admit returns nil with the answer and
+// its outcome.
 func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, opts ...jsonv2.Options) (*admitted, admission.Response, string) {
 	a := &admitted{op: mutators.Operation(req.Operation)}
 	if a.op != mutators.Create && a.op != mutators.Update {

@@ -77,9 +77,10 @@ func (h *Validating) Handle(ctx context.Context, req admission.Request) admissio
 
 func (h *Validating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
 	// The set in force now judges the review, and says what to decode:
-	// annotations no policy reads are skipped, not copied.
+	// annotations no policy can read, in the view or in the raw object,
+	// are skipped, not copied (and then, for a Pod UPDATE, not compared).
 	set := h.checker.Engine.Set()
-	opts := validateDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations"))
+	opts := validateDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") || set.NeedsObjects())
 	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts)
 	if a == nil {
 		return resp, outcome
