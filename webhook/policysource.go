@@ -75,25 +75,27 @@ func (r *PolicyReconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
 func (r *PolicyReconciler) compiledNow(wp *policyv1.WorkloadPolicy, c *policies.Compiled, listed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.inForce == nil {
-		r.inForce = map[string]compiledAt{}
-	}
 	if at, ok := r.inForce[wp.Name]; listed && ok && (at.deleted || at.uid == wp.UID && at.generation >= wp.Generation) {
 		return
 	}
 	r.Store.Upsert(c)
-	r.inForce[wp.Name] = compiledAt{uid: wp.UID, generation: wp.Generation}
+	r.record(wp.Name, compiledAt{uid: wp.UID, generation: wp.Generation})
 }
 
 // dropped takes the policy out of force: deleted, or no longer compiling.
 func (r *PolicyReconciler) dropped(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.Store.Delete(validators.SourceWorkloadPolicy, name)
+	r.record(name, compiledAt{deleted: true})
+}
+
+// record sets what inForce says of name; r.mu is held.
+func (r *PolicyReconciler) record(name string, at compiledAt) {
 	if r.inForce == nil {
 		r.inForce = map[string]compiledAt{}
 	}
-	r.Store.Delete(validators.SourceWorkloadPolicy, name)
-	r.inForce[name] = compiledAt{deleted: true}
+	r.inForce[name] = at
 }
 
 // SetupWithManager registers the reconciler, and a runnable that loads
