@@ -57,18 +57,25 @@ func engineOf(tb testing.TB, wps []*policyv1.WorkloadPolicy) *policies.Engine {
 // repeated).
 func BenchmarkValidatePolicies(b *testing.B) {
 	req := injectedReview(b)
-	ctx := benchContext()
 	for _, n := range []int{1, 8, 100} {
 		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
-			h := NewValidating(config.New(), engineOf(b, nPolicies(b, n)), testNamespaces, NewPolicyMetrics(nil))
-			if resp := h.Handle(ctx, req); !resp.Allowed {
-				b.Fatalf("denied: %s", resp.Result.Message)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				h.Handle(ctx, req)
-			}
+			benchValidate(b, NewValidating(config.New(), engineOf(b, nPolicies(b, n)), testNamespaces, NewPolicyMetrics(nil)), req)
 		})
+	}
+}
+
+// benchValidate measures h's validating review of req, which it must
+// allow, per object byte too.
+func benchValidate(b *testing.B, h *Validating, req admission.Request) {
+	b.Helper()
+	ctx := benchContext()
+	if resp := h.Handle(ctx, req); !resp.Allowed {
+		b.Fatalf("denied: %s", resp.Result.Message)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(req.Object.Raw)))
+	for b.Loop() {
+		h.Handle(ctx, req)
 	}
 }
 
@@ -79,20 +86,9 @@ func BenchmarkValidatePolicies(b *testing.B) {
 func BenchmarkValidateObjectSize(b *testing.B) {
 	base := injectedReview(b)
 	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
-	ctx := benchContext()
 	for _, size := range []int{0, 100 << 10, 1 << 20} {
 		req := grown(b, base, size)
-		name := fmt.Sprintf("object=%dKB", len(req.Object.Raw)>>10)
-		b.Run(name, func(b *testing.B) {
-			if resp := h.Handle(ctx, req); !resp.Allowed {
-				b.Fatalf("denied: %s", resp.Result.Message)
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(req.Object.Raw)))
-			for b.Loop() {
-				h.Handle(ctx, req)
-			}
-		})
+		b.Run(fmt.Sprintf("object=%dKB", len(req.Object.Raw)>>10), func(b *testing.B) { benchValidate(b, h, req) })
 	}
 }
 
@@ -103,18 +99,33 @@ func grown(tb testing.TB, req admission.Request, size int) admission.Request {
 	if size == 0 {
 		return req
 	}
+	return edited(tb, req, func(d *appsv1.Deployment) {
+		lastApplied(d, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"note":"`+
+			strings.Repeat("x", size)+`"}}}`)
+	})
+}
+
+// edited is the review with its Deployment decoded, changed by edit and
+// encoded again.
+func edited(tb testing.TB, req admission.Request, edit func(*appsv1.Deployment)) admission.Request {
+	tb.Helper()
 	d := &appsv1.Deployment{}
 	if err := json.Unmarshal(req.Object.Raw, d); err != nil {
 		tb.Fatal(err)
 	}
-	if d.Annotations == nil {
-		d.Annotations = map[string]string{}
-	}
-	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"note":"` +
-		strings.Repeat("x", size) + `"}}}`
+	edit(d)
 	out := req
 	out.Object.Raw = toJSON(tb, d)
 	return out
+}
+
+// lastApplied sets the kubectl.kubernetes.io/last-applied-configuration
+// annotation.
+func lastApplied(d *appsv1.Deployment, config string) {
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = config
 }
 
 // BenchmarkLoadPolicies is the CPU a starting replica spends on 100
@@ -174,18 +185,8 @@ func BenchmarkMutateObjectSize(b *testing.B) {
 func BenchmarkValidateAsSent(b *testing.B) {
 	bare := injectedReview(b)
 	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
-	ctx := benchContext()
 	for name, req := range map[string]admission.Request{"bare": bare, "as-sent": asSent(b, bare)} {
-		b.Run(name, func(b *testing.B) {
-			if resp := h.Handle(ctx, req); !resp.Allowed {
-				b.Fatalf("denied: %s", resp.Result.Message)
-			}
-			b.ReportAllocs()
-			b.SetBytes(int64(len(req.Object.Raw)))
-			for b.Loop() {
-				h.Handle(ctx, req)
-			}
-		})
+		b.Run(name, func(b *testing.B) { benchValidate(b, h, req) })
 	}
 }
 
@@ -194,10 +195,6 @@ func BenchmarkValidateAsSent(b *testing.B) {
 // managedFields for kubectl's fields and the controller manager's status.
 func asSent(tb testing.TB, req admission.Request) admission.Request {
 	tb.Helper()
-	d := &appsv1.Deployment{}
-	if err := json.Unmarshal(req.Object.Raw, d); err != nil {
-		tb.Fatal(err)
-	}
 	var doc map[string]any
 	if err := json.Unmarshal(req.Object.Raw, &doc); err != nil {
 		tb.Fatal(err)
@@ -210,20 +207,16 @@ func asSent(tb testing.TB, req admission.Request) admission.Request {
 		return &metav1.FieldsV1{Raw: raw}
 	}
 	now := metav1.Now()
-	d.ManagedFields = []metav1.ManagedFieldsEntry{
-		{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
-			Time: &now, FieldsType: "FieldsV1", FieldsV1: fields(map[string]any{"metadata": doc["metadata"], "spec": doc["spec"]})},
-		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
-			Time: &now, FieldsType: "FieldsV1", Subresource: "status",
-			FieldsV1: fields(map[string]any{"status": map[string]any{"replicas": 1, "conditions": []any{map[string]any{"type": "Available", "status": "True"}}}})},
-	}
-	if d.Annotations == nil {
-		d.Annotations = map[string]string{}
-	}
-	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = string(req.Object.Raw)
-	out := req
-	out.Object.Raw = toJSON(tb, d)
-	return out
+	return edited(tb, req, func(d *appsv1.Deployment) {
+		d.ManagedFields = []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+				Time: &now, FieldsType: "FieldsV1", FieldsV1: fields(map[string]any{"metadata": doc["metadata"], "spec": doc["spec"]})},
+			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "apps/v1",
+				Time: &now, FieldsType: "FieldsV1", Subresource: "status",
+				FieldsV1: fields(map[string]any{"status": map[string]any{"replicas": 1, "conditions": []any{map[string]any{"type": "Available", "status": "True"}}}})},
+		}
+		lastApplied(d, string(req.Object.Raw))
+	})
 }
 
 // fieldSet is the FieldsV1 shape of a JSON value: f:<name> for members,

@@ -3,8 +3,6 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-	"sigs.k8s.io/yaml"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
@@ -24,24 +21,9 @@ import (
 // (config/samples/policies), with their realistic parameters.
 func samplePolicies(tb testing.TB) []*policyv1.WorkloadPolicy {
 	tb.Helper()
-	files, err := filepath.Glob("../config/samples/policies/*.yaml")
+	out, err := builders.SamplePolicies("../config/samples/policies")
 	if err != nil {
 		tb.Fatal(err)
-	}
-	var out []*policyv1.WorkloadPolicy
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		wp := &policyv1.WorkloadPolicy{}
-		if err := yaml.UnmarshalStrict(data, wp); err != nil {
-			tb.Fatalf("%s: %v", f, err)
-		}
-		out = append(out, wp)
 	}
 	if len(out) != 8 {
 		tb.Fatalf("%d sample policies, want the library's 8", len(out))
@@ -78,16 +60,7 @@ func injectedReview(tb testing.TB) admission.Request {
 // workload view and its OPA value once, evaluate every prepared policy.
 // Compare with BenchmarkValidateLibraryNaive in the same run.
 func BenchmarkValidateLibrary(b *testing.B) {
-	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
-	req := injectedReview(b)
-	ctx := benchContext()
-	if resp := h.Handle(ctx, req); !resp.Allowed {
-		b.Fatalf("the typical Deployment is denied: %s", resp.Result.Message)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.Handle(ctx, req)
-	}
+	benchValidate(b, NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil)), injectedReview(b))
 }
 
 // BenchmarkValidateLibraryNaive is the naive baseline: for each policy, on

@@ -1,6 +1,15 @@
 package builders
 
-import "github.com/modelgate/modelgate/api/annotations"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+)
 
 // SampleGPUProducts are the GPU products config/samples/deployment.yaml
 // asks for: an A100 or an H100, both allowed by the policy library.
@@ -22,4 +31,30 @@ func SampleServingAnnotations(gpuProducts string) map[string]string {
 		annotations.GPUProduct:    gpuProducts,
 		annotations.WarmupTimeout: "900",
 	}
+}
+
+// SamplePolicies reads the shipped policy library as its sample
+// WorkloadPolicies (config/samples/policies, given as dir), with their
+// realistic parameters, in file name order.
+func SamplePolicies(dir string) ([]*policyv1.WorkloadPolicy, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*policyv1.WorkloadPolicy
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		wp := &policyv1.WorkloadPolicy{}
+		if err := yaml.UnmarshalStrict(data, wp); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		out = append(out, wp)
+	}
+	return out, nil
 }

@@ -42,7 +42,7 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 	var (
 		ctx     context.Context
 		stop    context.CancelFunc
-		done    chan struct{}
+		done    <-chan struct{}
 		ns      string
 		rec     *aiinference.Reconciler
 		metrics *prometheus.Registry
@@ -82,14 +82,7 @@ var _ = Describe("the AIInference controller", Ordered, func() {
 			return aiinference.Served(mgr)
 		}
 		Expect(rec.SetupWhenServed(mgr, served, 100*time.Millisecond)).To(Succeed())
-		var mctx context.Context
-		mctx, stop = context.WithCancel(ctx)
-		done = make(chan struct{})
-		go func() {
-			defer GinkgoRecover()
-			defer close(done)
-			Expect(mgr.Start(mctx)).To(Succeed())
-		}()
+		stop, done = runManager(mgr)
 	})
 	AfterAll(func() {
 		stop()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/test/builders"
@@ -42,19 +40,8 @@ var _ = Describe("cold start", Ordered, func() {
 		// never meet them. The last one created is a required-owner-team.
 		root, err := env.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		files, err := filepath.Glob(filepath.Join(root, "config/samples/policies/*.yaml"))
+		lib, err := builders.SamplePolicies(filepath.Join(root, "config/samples/policies"))
 		Expect(err).NotTo(HaveOccurred())
-		var lib []*policyv1.WorkloadPolicy
-		for _, f := range files {
-			if filepath.Base(f) == "kustomization.yaml" {
-				continue
-			}
-			b, err := os.ReadFile(f)
-			Expect(err).NotTo(HaveOccurred())
-			wp := &policyv1.WorkloadPolicy{}
-			Expect(yaml.UnmarshalStrict(b, wp)).To(Succeed(), f)
-			lib = append(lib, wp)
-		}
 		Expect(lib).To(HaveLen(8))
 		var owner int
 		for i, wp := range lib {
@@ -105,26 +92,12 @@ var _ = Describe("cold start", Ordered, func() {
 		start := time.Now()
 		mgr, err := webhook.NewManager(adminCfg, cfg)
 		Expect(err).NotTo(HaveOccurred())
-		mctx, stop := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer GinkgoRecover()
-			defer close(done)
-			Expect(mgr.Start(mctx)).To(Succeed())
-		}()
+		stop, done := runManager(mgr)
 		DeferCleanup(func() {
 			stop()
 			Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
 		})
-		ready := func() bool {
-			resp, err := http.Get("http://" + cfg.Health.BindAddress + "/readyz") //nolint:noctx // a test probe.
-			if err != nil {
-				return false
-			}
-			defer resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}
-		for !ready() {
+		for code, _ := readyz(cfg.Health.BindAddress); code != http.StatusOK; code, _ = readyz(cfg.Health.BindAddress) {
 			Expect(time.Since(start)).To(BeNumerically("<", time.Minute), "not Ready after a minute")
 			time.Sleep(5 * time.Millisecond)
 		}

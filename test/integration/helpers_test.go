@@ -3,6 +3,8 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
@@ -140,4 +143,29 @@ func policyEvaluations(policy, decision string) float64 {
 		}
 	}
 	return 0
+}
+
+// runManager starts mgr in the background. stop ends it; done is closed
+// when its Start has returned, which must be without an error.
+func runManager(mgr manager.Manager) (stop context.CancelFunc, done <-chan struct{}) {
+	ctx, stop := context.WithCancel(context.Background())
+	closed := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(closed)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return stop, closed
+}
+
+// readyz is the status code and verbose body of a manager's /readyz at
+// its health address; 0 and the error when it does not answer.
+func readyz(healthAddr string) (int, string) {
+	resp, err := http.Get("http://" + healthAddr + "/readyz?verbose") //nolint:noctx // a test probe.
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -31,7 +31,7 @@ var _ = Describe("modelgate serve", Ordered, func() {
 	var (
 		cfg         *config.Configuration
 		cancelFn    context.CancelFunc
-		done        chan struct{}
+		done        <-chan struct{}
 		addr        string
 		firstSerial *big.Int
 		inFlight    = make(chan struct{})
@@ -63,14 +63,7 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		mgr.GetWebhookServer().Register("/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, "pong")
 		}))
-		var ctx context.Context
-		ctx, cancelFn = context.WithCancel(context.Background())
-		done = make(chan struct{})
-		go func() {
-			defer GinkgoRecover()
-			defer close(done)
-			Expect(mgr.Start(ctx)).To(Succeed())
-		}()
+		cancelFn, done = runManager(mgr)
 	})
 
 	// Whatever specs ran, stop this manager before the suite stops the API
@@ -81,16 +74,8 @@ var _ = Describe("modelgate serve", Ordered, func() {
 	})
 
 	It("becomes ready once it serves TLS and its namespace cache has synced", func() {
-		url := "http://" + cfg.Health.BindAddress
-		Eventually(func() (int, error) {
-			resp, err := http.Get(url + "/readyz") //nolint:noctx // a test probe.
-			if err != nil {
-				return 0, err
-			}
-			defer resp.Body.Close()
-			return resp.StatusCode, nil
-		}).WithTimeout(20 * time.Second).Should(Equal(http.StatusOK))
-		resp, err := http.Get(url + "/healthz") //nolint:noctx // a test probe.
+		Eventually(func() int { code, _ := readyz(cfg.Health.BindAddress); return code }).WithTimeout(20 * time.Second).Should(Equal(http.StatusOK))
+		resp, err := http.Get("http://" + cfg.Health.BindAddress + "/healthz") //nolint:noctx // a test probe.
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
@@ -137,21 +122,13 @@ var _ = Describe("modelgate serve", Ordered, func() {
 			b, err := io.ReadAll(resp.Body)
 			return string(b), resp.Close, err
 		}
-		readyz := func() (int, string) {
-			resp, err := http.Get("http://" + cfg.Health.BindAddress + "/readyz?verbose") //nolint:noctx // a test probe.
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(b)
-		}
+		probe := func() (int, string) { return readyz(cfg.Health.BindAddress) }
 		// Before: kept-alive answers, and ready.
 		body, closed, err := ping()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(body).To(Equal("pong"))
 		Expect(closed).To(BeFalse(), "a serving replica keeps connections alive")
-		code, _ := readyz()
+		code, _ := probe()
 		Expect(code).To(Equal(http.StatusOK))
 
 		type result struct {
@@ -174,8 +151,8 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		cancelFn()
 		// Draining: not ready, and still answering new connections, each
 		// answer closing its connection.
-		Eventually(func() int { code, _ := readyz(); return code }).WithTimeout(2*time.Second).Should(Equal(http.StatusInternalServerError), "controller-runtime answers a failing readyz check with 500")
-		_, verbose := readyz()
+		Eventually(func() int { code, _ := probe(); return code }).WithTimeout(2*time.Second).Should(Equal(http.StatusInternalServerError), "controller-runtime answers a failing readyz check with 500")
+		_, verbose := probe()
 		Expect(verbose).To(ContainSubstring("[-]shutdown failed"))
 		body, closed, err = ping()
 		Expect(err).NotTo(HaveOccurred(), "a draining replica still answers")

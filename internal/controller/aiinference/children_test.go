@@ -234,22 +234,7 @@ func TestOwnerCarriedToTheDeployment(t *testing.T) {
 	}
 	deploymentOwner := func(ai *servingv1.AIInference, user authenticationv1.UserInfo) (string, string) {
 		t.Helper()
-		d, err := Deployment(ai, DefaultEngines)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := json.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := admitter.Admit(context.Background(), offline.Request{Object: raw, Namespace: ai.Namespace, User: user})
-		if err != nil || out.Decision != offline.Allowed {
-			t.Fatalf("admitting the Deployment as %s: %v %v %v", user.Username, err, out.Decision, out.Denials)
-		}
-		var got appsv1.Deployment
-		if err := json.Unmarshal(out.Object, &got); err != nil {
-			t.Fatal(err)
-		}
+		got, _ := admittedDeployment(t, admitter, ai, user)
 		return got.Labels[annotations.OwnerLabel], got.Spec.Template.Labels[annotations.OwnerLabel]
 	}
 	if o, p := deploymentOwner(admitted, controller); o != owner || p != owner {

@@ -111,27 +111,35 @@ func decoratedSample(t *testing.T, admitter *offline.Admitter, cfg *config.Confi
 	if err := json.NewDecoder(bytes.NewReader(out.Object)).Decode(ai); err != nil {
 		t.Fatal(err)
 	}
+	got, raw := admittedDeployment(t, admitter, ai, authenticationv1.UserInfo{Username: cfg.ControllerUsername()})
+	if got.Labels[annotations.OwnerLabel] != "developer" || !strings.Contains(string(raw), annotations.Injected) {
+		t.Fatalf("%s's Deployment: owner %q, injected %v", sample, got.Labels[annotations.OwnerLabel], strings.Contains(string(raw), annotations.Injected))
+	}
+	return got
+}
+
+// admittedDeployment is the AIInference's Deployment as the webhook
+// admits it from user, decoded and as JSON; anything but an allowance
+// fails the test.
+func admittedDeployment(t *testing.T, admitter *offline.Admitter, ai *servingv1.AIInference, user authenticationv1.UserInfo) (*appsv1.Deployment, []byte) {
+	t.Helper()
 	d, err := Deployment(ai, DefaultEngines)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dj, err := json.Marshal(d)
+	raw, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err = admitter.Admit(context.Background(), offline.Request{Object: dj, Namespace: ai.Namespace,
-		User: authenticationv1.UserInfo{Username: cfg.ControllerUsername()}})
+	out, err := admitter.Admit(context.Background(), offline.Request{Object: raw, Namespace: ai.Namespace, User: user})
 	if err != nil || out.Decision != offline.Allowed {
-		t.Fatalf("admitting %s's Deployment: %v %v %v", sample, err, out.Decision, out.Denials)
+		t.Fatalf("admitting %s's Deployment as %s: %v %v %v", ai.Name, user.Username, err, out.Decision, out.Denials)
 	}
 	got := &appsv1.Deployment{}
 	if err := json.Unmarshal(out.Object, got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Labels[annotations.OwnerLabel] != "developer" || !strings.Contains(string(out.Object), annotations.Injected) {
-		t.Fatalf("%s's Deployment: owner %q, injected %v", sample, got.Labels[annotations.OwnerLabel], strings.Contains(string(out.Object), annotations.Injected))
-	}
-	return got
+	return got, out.Object
 }
 
 // readJSON reads a YAML file as JSON.
