@@ -84,10 +84,15 @@ func BenchmarkEvaluate(b *testing.B) {
 	for _, bc := range []struct {
 		name        string
 		withObjects bool
-	}{{"8-policies", true}, {"7-policies-without-object", false}} {
+		separate    bool
+	}{
+		{"8-policies", true, false}, {"8-policies/separate", true, true},
+		{"7-policies-without-object", false, false}, {"7-policies-without-object/separate", false, true},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			e := NewEngine(Options{})
+			e := NewEngine(Options{SeparateQueries: bc.separate})
 			e.Swap(NewSet(loadBench(b, bc.withObjects)...))
+			e.Set().Prepare(context.Background())
 			ctx := context.Background()
 			d := e.Evaluate(ctx, benchReview(b, wl))
 			want := strings.Replace(benchWant[0], "NVIDIA-A100-SXM4-80GB", "NVIDIA-L4", 1)
@@ -182,3 +187,27 @@ func benchCompile(b *testing.B, n int) {
 
 func BenchmarkCompile8(b *testing.B)   { benchCompile(b, 8) }
 func BenchmarkCompile100(b *testing.B) { benchCompile(b, 100) }
+
+// BenchmarkPrepare100 is what Set.Prepare costs, in the background, after
+// a change to 100 policies: compiling them together and preparing the
+// query for the reviews all of them apply to.
+func BenchmarkPrepare100(b *testing.B) {
+	var cs []*Compiled
+	for i := range 100 {
+		c := loadBench(b, true)[i%8]
+		src, err := os.ReadFile(c.Filename())
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs = append(cs, mustCompile(b, Policy{Name: fmt.Sprintf("%s-%d", c.Name(), i), Module: string(src)}))
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewSet(cs...)
+		s.Prepare(ctx)
+		if len(s.combined.queries) != 1 {
+			b.Fatal("not prepared")
+		}
+	}
+}

@@ -47,6 +47,9 @@ type Compiled struct {
 	needsObjects bool
 	// reads are the keys of input.workload the module may read.
 	reads reads
+	// module is the parsed module when it can be evaluated in one query
+	// with others (see combinable), else nil.
+	module *ast.Module
 }
 
 // Name returns the policy's name.
@@ -129,6 +132,9 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 	}
 	c.needsObjects = readsObjects(mod)
 	c.reads = workloadReads(mod)
+	if combinable(mod) {
+		c.module = mod.Copy()
+	}
 
 	compiler := newCompiler()
 	if compiler.Compile(map[string]*ast.Module{c.filename: mod}); compiler.Failed() {

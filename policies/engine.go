@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	Timeout time.Duration
 	// Observer, if set, is told every policy's outcome.
 	Observer Observer
+	// SeparateQueries evaluates every policy in a query of its own, as
+	// when the policies that apply cannot be combined (see Set.Prepare):
+	// the baseline of the benchmarks.
+	SeparateQueries bool
 }
 
 // Review is what the policies judge: one admitted object.
@@ -70,10 +75,16 @@ type View interface {
 // review sees the old set or the new one, never a mix. Engine is safe for
 // concurrent use.
 type Engine struct {
-	set      atomic.Pointer[Set]
-	timeout  time.Duration
-	timedOut error
-	observer Observer
+	set atomic.Pointer[Set]
+	// preparing is set while a goroutine prepares the latest Set.
+	preparing atomic.Bool
+	timeout   time.Duration
+	timedOut  error
+	observer  Observer
+	separate  bool
+	// combinedEvals counts the reviews whose combinable policies were
+	// evaluated in one query.
+	combinedEvals atomic.Uint64
 }
 
 // NewEngine returns an Engine with an empty Set.
@@ -85,18 +96,42 @@ func NewEngine(o Options) *Engine {
 		timeout:  o.Timeout,
 		timedOut: fmt.Errorf("timed out after %s: %w", o.Timeout, context.DeadlineExceeded),
 		observer: o.Observer,
+		separate: o.SeparateQueries,
 	}
 	e.set.Store(NewSet())
 	return e
 }
 
 // Swap makes s the Set evaluated by later reviews; nil is an empty Set.
+// It starts preparing s in the background (see Set.Prepare): until that is
+// done, reviews evaluate each policy in a query of its own.
 func (e *Engine) Swap(s *Set) {
 	if s == nil {
 		s = NewSet()
 	}
 	e.set.Store(s)
+	if !e.separate && s.Len() > 1 && e.preparing.CompareAndSwap(false, true) {
+		go e.prepareLatest()
+	}
 }
+
+// prepareLatest prepares the current Set, and again while Swap has
+// replaced it meanwhile: one preparation at a time, of the latest Set, so
+// policies loaded one by one at start cost one preparation, not one each.
+func (e *Engine) prepareLatest() {
+	for {
+		s := e.set.Load()
+		s.Prepare(context.Background())
+		e.preparing.Store(false)
+		if e.set.Load() == s || !e.preparing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// CombinedReviews returns how many reviews had their combinable policies
+// evaluated in one query (see Set.Prepare).
+func (e *Engine) CombinedReviews() uint64 { return e.combinedEvals.Load() }
 
 // Set returns the current Set.
 func (e *Engine) Set() *Set { return e.set.Load() }
@@ -113,13 +148,13 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		deadline = d
 	}
 
-	n := 0
-	for _, c := range set.all() {
+	matched := make([]int, 0, set.Len())
+	for i, c := range set.all() {
 		if c.match.matches(r.Kind, r.Namespace, r.NamespaceLabels) {
-			n++
+			matched = append(matched, i)
 		}
 	}
-	if n == 0 {
+	if len(matched) == 0 {
 		return Decision{}
 	}
 	// One cancel flag per policy, raised by its own timer when its share
@@ -137,23 +172,43 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		r.Workload = r.View.ValueOf(set.reads.has)
 	}
 	in := newInputs(r)
-	d := Decision{Results: make([]Result, 0, n)}
-	for _, c := range set.all() {
-		if !c.match.matches(r.Kind, r.Namespace, r.NamespaceLabels) {
+	results := make([]Result, len(matched))
+	done := make([]bool, len(matched))
+	left := len(matched)
+	// The combinable policies that apply go first, together in one query
+	// when it is prepared, with half their share of the time: when it
+	// fails they are evaluated again one by one with what is left.
+	applies := func(i int) bool { _, ok := slices.BinarySearch(matched, i); return ok }
+	if members := set.combinableMembers(applies); !e.separate && len(members) > 1 {
+		if q := set.combinedQuery(members); q != nil {
+			budget := time.Until(deadline) * time.Duration(len(members)) / time.Duration(2*len(matched))
+			if out, ok := e.evaluateCombined(ctx, budget, &current, set, q, in); ok {
+				for k, i := range members {
+					j, _ := slices.BinarySearch(matched, i)
+					results[j], done[j] = out[k], true
+				}
+				left -= len(members)
+				e.combinedEvals.Add(1)
+			}
+		}
+	}
+	for j, i := range matched {
+		if done[j] {
 			continue
 		}
 		// Each policy gets an equal share of what is left: one that
 		// finishes early leaves its time to the next, and a slow one runs
 		// out of its own share, never of the policies after it.
-		share := time.Until(deadline) / time.Duration(n)
-		n--
-		res := e.evaluate(ctx, share, &current, c, in)
-		if e.observer != nil {
-			e.observer.Evaluated(c.name, res.Decision(), res.Duration)
-		}
-		d.Results = append(d.Results, res)
+		share := time.Until(deadline) / time.Duration(left)
+		left--
+		results[j] = e.evaluate(ctx, share, &current, set.policies[i], in)
 	}
-	return d
+	if e.observer != nil {
+		for k := range results {
+			e.observer.Evaluated(results[k].Policy, results[k].Decision(), results[k].Duration)
+		}
+	}
+	return Decision{Results: results}
 }
 
 // errPanic marks an evaluation that panicked.
@@ -186,20 +241,8 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *ato
 		res.Err = e.timedOut
 		return res
 	}
-	// A cancel flag OPA checks as it evaluates, raised when the policy's
-	// share or the review's context runs out.
-	halt := topdown.NewCancel()
-	current.Store(&halt)
-	defer current.Store(nil)
-	if ctx.Err() != nil { // ended before the flag was published
-		halt.Cancel()
-	}
-	var outOfShare atomic.Bool
-	timer := time.AfterFunc(share, func() {
-		outOfShare.Store(true)
-		halt.Cancel()
-	})
-	defer timer.Stop()
+	halt, outOfShare, disarm := arm(ctx, share, current)
+	defer disarm()
 	// A policy that provably never reads the raw objects gets null, so
 	// they are converted only for those that may.
 	obj, old := nullTerm, nullTerm
@@ -236,12 +279,38 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *ato
 		res.Err = fmt.Errorf("query gave %d results, want 1", len(rs))
 		return res
 	}
+	c.read(&res, rs[0].Expressions)
+	return res
+}
+
+// arm returns a cancel flag OPA checks as it evaluates, raised when share
+// runs out (then outOfShare is true) or the review's context ends, and
+// the function that disarms it.
+func arm(ctx context.Context, share time.Duration, current *atomic.Pointer[topdown.Cancel]) (halt topdown.Cancel, outOfShare *atomic.Bool, disarm func()) {
+	halt = topdown.NewCancel()
+	current.Store(&halt)
+	if ctx.Err() != nil { // ended before the flag was published
+		halt.Cancel()
+	}
+	outOfShare = new(atomic.Bool)
+	timer := time.AfterFunc(share, func() {
+		outOfShare.Store(true)
+		halt.Cancel()
+	})
+	return halt, outOfShare, func() {
+		timer.Stop()
+		current.Store(nil)
+	}
+}
+
+// read sets res's messages from the values of c's rules, in c.rules order.
+func (c *Compiled) read(res *Result, values []*rego.ExpressionValue) {
 	for i, rule := range c.rules {
-		t, _ := rs[0].Expressions[i].Value.(*ast.Term)
+		t, _ := values[i].Value.(*ast.Term)
 		vs, err := violations(rule, t)
 		if err != nil {
-			res.Err = err
-			return res
+			res.Deny, res.Warn, res.Err = nil, nil, err
+			return
 		}
 		if rule == "deny" {
 			res.Deny = vs
@@ -249,7 +318,54 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *ato
 			res.Warn = vs
 		}
 	}
-	return res
+}
+
+// evaluateCombined evaluates the policies of q in one query within budget,
+// and returns their results in q.members order. It reports false when the
+// query failed as a whole (an error, a panic, the budget or the review's
+// context running out): the caller then evaluates them one by one. Each
+// result is given an equal part of the query's time.
+func (e *Engine) evaluateCombined(ctx context.Context, budget time.Duration, current *atomic.Pointer[topdown.Cancel], set *Set, q *combinedQuery, in *inputs) (out []Result, ok bool) {
+	if ctx.Err() != nil || budget <= 0 {
+		return nil, false
+	}
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			out, ok = nil, false
+		}
+	}()
+	halt, _, disarm := arm(ctx, budget, current)
+	defer disarm()
+	obj, old := nullTerm, nullTerm
+	if q.needsObjects {
+		var err error
+		if obj, old, err = in.objects(); err != nil {
+			return nil, false
+		}
+	}
+	input := ast.NewObject(
+		[2]*ast.Term{workloadKey, in.workload},
+		[2]*ast.Term{objectKey, obj},
+		[2]*ast.Term{oldObjectKey, old},
+		[2]*ast.Term{parametersKey, set.combined.params},
+	)
+	rs, err := q.query.Eval(ctx,
+		rego.EvalParsedInput(input),
+		rego.EvalExternalCancel(halt),
+		rego.EvalMetrics(metrics.NoOp()),
+	)
+	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != q.exprs[len(q.exprs)-1] {
+		return nil, false
+	}
+	each := time.Since(start) / time.Duration(len(q.members))
+	out = make([]Result, len(q.members))
+	for k, i := range q.members {
+		c := set.policies[i]
+		out[k] = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure, Duration: each}
+		c.read(&out[k], rs[0].Expressions[q.exprs[k]:q.exprs[k+1]])
+	}
+	return out, true
 }
 
 // inputs are a review's input values, each converted at most once and

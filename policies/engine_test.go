@@ -48,6 +48,9 @@ func TestEvaluate(t *testing.T) {
 		wantObserved []observed
 		// wantErrIs, if set, must match every result's error.
 		wantErrIs error
+		// fallsBack is set when the combined query fails as a whole, so
+		// the policies are evaluated again one query each.
+		fallsBack bool
 	}{
 		"deny action": {
 			policies:     []Policy{{Name: "a", Module: denyAB}},
@@ -97,6 +100,7 @@ func TestEvaluate(t *testing.T) {
 			wantDenials:  []string{"[replicas] policy evaluation failed: decoding input.object: invalid character 'n' looking for beginning of object key string"},
 			wantWarnings: []string{"[w] careful"},
 			wantObserved: []observed{{"replicas", "error"}, {"w", "warn"}},
+			fallsBack:    true,
 		},
 		"non-string message is an error": {
 			policies:     []Policy{{Name: "bad", Module: numberMsg}},
@@ -132,6 +136,7 @@ func TestEvaluate(t *testing.T) {
 			},
 			wantWarnings: []string{"[z-after] careful"},
 			wantObserved: []observed{{"slow", "error"}, {"z-after", "warn"}},
+			fallsBack:    true,
 		},
 		"results by policy name, messages by text": {
 			policies: []Policy{
@@ -154,35 +159,49 @@ func TestEvaluate(t *testing.T) {
 		},
 	}
 	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			rec := &recorder{}
-			e := NewEngine(Options{Timeout: tc.timeout, Observer: rec})
-			var cs []*Compiled
-			for _, p := range tc.policies {
-				cs = append(cs, mustCompile(t, p))
-			}
-			e.Swap(NewSet(cs...))
-			r := tc.review
-			r.Workload = toValue(t, gpuWorkload())
-			d := e.Evaluate(context.Background(), r)
-			if diff := cmp.Diff(tc.wantDenials, d.Denials()); diff != "" {
-				t.Errorf("Denials() (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantWarnings, d.Warnings()); diff != "" {
-				t.Errorf("Warnings() (-want +got):\n%s", diff)
-			}
-			if got, want := d.Allowed(), len(tc.wantDenials) == 0; got != want {
-				t.Errorf("Allowed() = %v, want %v", got, want)
-			}
-			if diff := cmp.Diff(tc.wantObserved, rec.calls); diff != "" {
-				t.Errorf("observed (-want +got):\n%s", diff)
-			}
-			for _, r := range d.Results {
-				if tc.wantErrIs != nil && !errors.Is(r.Err, tc.wantErrIs) {
-					t.Errorf("%s: Err = %v, want %v", r.Policy, r.Err, tc.wantErrIs)
+		// Every case is evaluated one query per policy, and with the
+		// combinable policies in one query: the answers are the same.
+		for _, separate := range []bool{true, false} {
+			mode := map[bool]string{true: "separate", false: "combined"}[separate]
+			t.Run(name+"/"+mode, func(t *testing.T) {
+				rec := &recorder{}
+				e := NewEngine(Options{Timeout: tc.timeout, Observer: rec, SeparateQueries: separate})
+				var cs []*Compiled
+				for _, p := range tc.policies {
+					cs = append(cs, mustCompile(t, p))
 				}
-			}
-		})
+				set := NewSet(cs...)
+				e.Swap(set)
+				set.Prepare(context.Background())
+				r := tc.review
+				r.Workload = toValue(t, gpuWorkload())
+				d := e.Evaluate(context.Background(), r)
+				if diff := cmp.Diff(tc.wantDenials, d.Denials()); diff != "" {
+					t.Errorf("Denials() (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.wantWarnings, d.Warnings()); diff != "" {
+					t.Errorf("Warnings() (-want +got):\n%s", diff)
+				}
+				if got, want := d.Allowed(), len(tc.wantDenials) == 0; got != want {
+					t.Errorf("Allowed() = %v, want %v", got, want)
+				}
+				if diff := cmp.Diff(tc.wantObserved, rec.calls); diff != "" {
+					t.Errorf("observed (-want +got):\n%s", diff)
+				}
+				for _, r := range d.Results {
+					if tc.wantErrIs != nil && !errors.Is(r.Err, tc.wantErrIs) {
+						t.Errorf("%s: Err = %v, want %v", r.Policy, r.Err, tc.wantErrIs)
+					}
+				}
+				combined := 0
+				if !separate && !tc.fallsBack && len(tc.wantObserved) > 1 {
+					combined = 1
+				}
+				if got := e.combinedEvals.Load(); got != uint64(combined) {
+					t.Errorf("reviews evaluated in one query = %d, want %d", got, combined)
+				}
+			})
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ type Set struct {
 	policies     []*Compiled
 	needsObjects bool
 	reads        reads
+	// combined evaluates the combinable policies in one query.
+	combined combined
 }
 
 // NewSet makes a Set of the compiled policies; nil entries are ignored.

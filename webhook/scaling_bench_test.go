@@ -36,8 +36,15 @@ func nPolicies(tb testing.TB, n int) []*policyv1.WorkloadPolicy {
 	return out
 }
 
-// engineOf compiles the policies into an engine.
+// engineOf compiles the policies into an engine, its policies prepared
+// for evaluation in one query.
 func engineOf(tb testing.TB, wps []*policyv1.WorkloadPolicy) *policies.Engine {
+	return engineWith(tb, policies.Options{}, wps)
+}
+
+// engineWith compiles the policies into an engine with the options and
+// prepares them.
+func engineWith(tb testing.TB, o policies.Options, wps []*policyv1.WorkloadPolicy) *policies.Engine {
 	tb.Helper()
 	var cs []*policies.Compiled
 	for _, wp := range wps {
@@ -47,20 +54,25 @@ func engineOf(tb testing.TB, wps []*policyv1.WorkloadPolicy) *policies.Engine {
 		}
 		cs = append(cs, c)
 	}
-	e := policies.NewEngine(policies.Options{})
+	e := policies.NewEngine(o)
 	e.Swap(policies.NewSet(cs...))
+	e.Set().Prepare(context.Background())
 	return e
 }
 
 // BenchmarkValidatePolicies is the whole validating review of the typical
 // injected Deployment with 1, 8 and 100 policies in force (the library,
-// repeated).
+// repeated), evaluated in one query and, the baseline, one query each.
 func BenchmarkValidatePolicies(b *testing.B) {
 	req := injectedReview(b)
 	for _, n := range []int{1, 8, 100} {
-		b.Run(fmt.Sprintf("policies=%d", n), func(b *testing.B) {
-			benchValidate(b, NewValidating(config.New(), engineOf(b, nPolicies(b, n)), testNamespaces, NewPolicyMetrics(nil)), req)
-		})
+		for _, separate := range []bool{false, true} {
+			queries := map[bool]string{false: "one", true: "separate"}[separate]
+			b.Run(fmt.Sprintf("policies=%d/queries=%s", n, queries), func(b *testing.B) {
+				e := engineWith(b, policies.Options{SeparateQueries: separate}, nPolicies(b, n))
+				benchValidate(b, NewValidating(config.New(), e, testNamespaces, NewPolicyMetrics(nil)), req)
+			})
+		}
 	}
 }
 
