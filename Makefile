@@ -19,10 +19,12 @@ K8S_VERSION ?= 1.36.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
+HELM_VERSION ?= v3.22.0
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 
 ## kube-apiserver and etcd for envtest and `make run`, built from source by
 ## hack/envtest (no binary downloads). A KUBEBUILDER_ASSETS you set wins.
@@ -83,6 +85,8 @@ manifests: $(CONTROLLER_GEN) configurations ## Generate the CRDs, webhook config
 	@# renamed type leaves no stale file behind (make verify sees the change).
 	rm -f config/crd/bases/*.yaml
 	$(CONTROLLER_GEN) crd paths="$(API_PATHS)" output:crd:artifacts:config=config/crd/bases
+	@# The Helm chart's objects that are config/'s own (hack/helmchart).
+	$(GO) run ./hack/helmchart
 
 ## The installs in config/default and config/self-managed ship
 ## config/manager/configuration.yaml with their own certificates.mode
@@ -120,8 +124,8 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 .PHONY: verify
 verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deepcopy, webhook, RBAC, Configurations) are stale, an install does not render, or code is not gofmt'ed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- config api || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- config api)" || { git status --porcelain -- config api; echo "untracked generated files: commit them"; exit 1; }
+	@git diff --exit-code -- config api charts || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- config api charts)" || { git status --porcelain -- config api charts; echo "untracked generated files: commit them"; exit 1; }
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/prometheus >/dev/null || { echo "config/prometheus does not render"; exit 1; }
@@ -129,7 +133,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies test-integration test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the envtest suite on a real API server, and the e2e suite on a simulated GPU cluster.
+test: test-unit test-policies helm-lint test-integration test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
@@ -138,6 +142,17 @@ test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
 	$(GO) run ./cmd/modelgate test policies/library
+
+## Values files helm-lint lints the chart with, beside its defaults.
+HELM_LINT_VALUES := certificates.mode=self \
+	certificates.mode=files,certificates.files.caBundle=Q0E= \
+	metrics.service.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,policyLibrary.enabled=true
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), and test that it renders config/'s installs (test/env/helm_test.go).
+	$(HELM) lint --strict charts/modelgate
+	@for set in $(HELM_LINT_VALUES); do echo "helm lint --set $$set"; $(HELM) lint --strict --quiet charts/modelgate --set "$$set" || exit 1; done
+	MODELGATE_HELM=$(HELM) $(GO) test ./test/env/ -run 'TestHelm' -count=1 -v
 
 .PHONY: test-integration
 test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).
@@ -319,6 +334,10 @@ $(KUSTOMIZE):
 $(GOLANGCI_LINT):
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(LOCALBIN)/.tmp/golangci-lint $@
+
+$(HELM):
+	GOBIN=$(LOCALBIN)/.tmp $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(LOCALBIN)/.tmp/helm $@
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the built tools and control plane).
