@@ -76,6 +76,25 @@ func (h *Validating) Handle(ctx context.Context, req admission.Request) admissio
 }
 
 func (h *Validating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	d, judged, resp, outcome := h.judge(ctx, req)
+	if !judged {
+		return resp, outcome
+	}
+	logDecision(ctx, req, d)
+	return policyResponse(d)
+}
+
+// Judge is the validating review of req without the answer: the policies'
+// results themselves, for the audit. judged is false when the review does
+// not reach the policies (an excluded or ignored namespace, a kind or
+// operation modelgate does not judge, an object that does not decode);
+// resp is then the answer the webhook gives. Nothing is counted or logged.
+func (h *Validating) Judge(ctx context.Context, req admission.Request) (d policies.Decision, judged bool, resp admission.Response) {
+	d, judged, resp, _ = h.judge(ctx, req)
+	return d, judged, resp
+}
+
+func (h *Validating) judge(ctx context.Context, req admission.Request) (policies.Decision, bool, admission.Response, string) {
 	// The set in force now judges the review, and says what to decode:
 	// annotations no policy can read, in the view or in the raw object,
 	// are skipped, not copied (and then, for a Pod UPDATE, not compared).
@@ -83,17 +102,15 @@ func (h *Validating) handle(ctx context.Context, req admission.Request) (admissi
 	opts := validateDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") || set.NeedsObjects())
 	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts)
 	if a == nil {
-		return resp, outcome
+		return policies.Decision{}, false, resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
 	if why := unjudgedPodUpdate(req, obj, opts); why != "" {
-		return admission.Allowed(why), outcomeSkipped
+		return policies.Decision{}, false, admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
 	w.Set = set
-	decision := h.checker.Check(ctx, w)
-	logDecision(ctx, req, decision)
-	return policyResponse(decision)
+	return h.checker.Check(ctx, w), true, admission.Response{}, ""
 }
 
 // unjudgedPodUpdate says why a Pod UPDATE is not judged by the policies,

@@ -125,3 +125,14 @@ func lookup(v any, path ...string) any {
 	}
 	return v
 }
+
+// RequestsGPUs reports whether any pod spec of the object (decoded JSON)
+// requests or limits GPUs: the resource, any */gpu or MIG resource, or a
+// DRA claim, as the webhooks' match conditions see it.
+func RequestsGPUs(obj map[string]any, resource string) bool { return requestsGPUs(obj, resource) }
+
+// OptedOut reports whether any metadata of the object (decoded JSON)
+// carries modelgate.io/inject: "false".
+func OptedOut(obj map[string]any) bool {
+	return injectValue(obj, func(v string) bool { return v == "false" })
+}
