@@ -250,7 +250,7 @@ func TestSkipsAndOptIn(t *testing.T) {
 			wantSkipped: "made by ReplicaSet x from its template, which is audited"},
 		"GPUs opted out where the namespace opts in": {raw: gpuDeployment("opted-in", "false"),
 			wantPolicy: []string{GPUOptInPolicy}},
-		"GPUs opted out elsewhere": {raw: gpuDeployment(goldenNamespace, "false")},
+		"GPUs opted out elsewhere":    {raw: gpuDeployment(goldenNamespace, "false")},
 		"GPUs not opted in elsewhere": {raw: gpuDeployment(goldenNamespace, "")},
 	}
 	for name, tc := range cases {
