@@ -279,8 +279,10 @@ func patchedPaths(resp admission.Response) []string {
 	}
 	var out []string
 	for _, op := range ops {
-		if !slices.Contains(out, op.Path) {
-			out = append(out, op.Path)
+		// JSON pointers escape / in keys as ~1: shown as the keys read.
+		p := strings.NewReplacer("~1", "/", "~0", "~").Replace(op.Path)
+		if !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	if len(out) > maxPaths {

@@ -23,6 +23,8 @@ Usage:
   modelgate render -f FILE   run manifests through the webhooks offline: mutated objects
                              on stdout, decisions on stderr (modelgate render -h for flags)
   modelgate test PATH...     run the Rego tests and declarative case files under PATH
+  modelgate audit [-f FILE]  judge workloads that already exist (a cluster's, or manifests):
+                             policy violations, missing or stale injection (modelgate audit -h)
   modelgate load --uri=URI --dest=DIR
                              fetch a model into DIR, whole and verified (the model-loader
                              init container; modelgate load -h for flags and exit codes)
@@ -49,6 +51,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return render(args[1:], stdin, stdout, stderr)
 	case "test":
 		return test(args[1:], stdout, stderr)
+	case "audit":
+		return auditCmd(args[1:], stdin, stdout, stderr)
 	case "load":
 		return loadCmd(args[1:], stdout, stderr)
 	case "migrate":

@@ -1,0 +1,204 @@
+package audit
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// PolicyReportGVK is the Kubernetes Policy Working Group's PolicyReport,
+// which Kyverno writes and Policy Reporter shows.
+var PolicyReportGVK = schema.GroupVersionKind{Group: "wgpolicyk8s.io", Version: "v1alpha2", Kind: "PolicyReport"}
+
+const (
+	// ReportName is the name of modelgate's PolicyReport in each namespace.
+	ReportName = "modelgate-audit"
+	// Source is the results' source.
+	Source = "modelgate"
+	// ManagedByLabel marks modelgate's reports, so that it finds (and
+	// removes) only its own.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "modelgate"
+	// TruncatedAnnotation says how many results a report leaves out.
+	TruncatedAnnotation = "modelgate.io/audit-results-left-out"
+	// DefaultMaxResults bounds the results of one report: an object stays
+	// far below etcd's 1.5 MiB even with long messages.
+	DefaultMaxResults = 500
+	// maxMessage bounds one result's message.
+	maxMessage = 1024
+)
+
+// Summary counts results as a PolicyReport's summary does: pass is a
+// workload that a policy applied to and had nothing to say about.
+type Summary struct {
+	Pass, Fail, Warn, Error, Skip int
+}
+
+// Add counts the outcome's findings and passes.
+func (s *Summary) Add(o *Outcome) {
+	s.Pass += len(o.Passed)
+	for _, f := range o.Findings {
+		switch f.Result {
+		case Fail:
+			s.Fail++
+		case Warn:
+			s.Warn++
+		case Error:
+			s.Error++
+		}
+	}
+}
+
+// Reports are the PolicyReports of the outcomes, one per namespace that
+// has an audited workload, named ReportName. Each holds at most
+// maxResults results, failures and errors first, then by object and
+// policy; the summary counts all of them, and TruncatedAnnotation says how
+// many were left out.
+func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unstructured.Unstructured {
+	if maxResults <= 0 {
+		maxResults = DefaultMaxResults
+	}
+	byNS := map[string][]*Outcome{}
+	for i := range outcomes {
+		o := &outcomes[i]
+		if o.Skipped == "" {
+			byNS[o.Object.Namespace] = append(byNS[o.Object.Namespace], o)
+		}
+	}
+	out := map[string]*unstructured.Unstructured{}
+	for ns, os := range byNS {
+		var sum Summary
+		var findings []Finding
+		for _, o := range os {
+			sum.Add(o)
+			findings = append(findings, o.Findings...)
+		}
+		slices.SortStableFunc(findings, func(a, b Finding) int {
+			return cmp.Or(cmp.Compare(rank(a.Result), rank(b.Result)),
+				cmp.Compare(a.Object.Kind, b.Object.Kind), cmp.Compare(a.Object.Name, b.Object.Name),
+				cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Message, b.Message))
+		})
+		left := 0
+		if len(findings) > maxResults {
+			left = len(findings) - maxResults
+			findings = findings[:maxResults]
+		}
+		results := make([]any, 0, len(findings))
+		for _, f := range findings {
+			results = append(results, result(f, now))
+		}
+		r := &unstructured.Unstructured{Object: map[string]any{
+			"summary": map[string]any{
+				"pass": int64(sum.Pass), "fail": int64(sum.Fail), "warn": int64(sum.Warn),
+				"error": int64(sum.Error), "skip": int64(sum.Skip),
+			},
+			"results": results,
+		}}
+		r.SetGroupVersionKind(PolicyReportGVK)
+		r.SetNamespace(ns)
+		r.SetName(ReportName)
+		r.SetLabels(map[string]string{ManagedByLabel: ManagedBy})
+		if left > 0 {
+			r.SetAnnotations(map[string]string{TruncatedAnnotation: strconv.Itoa(left)})
+		}
+		out[ns] = r
+	}
+	return out
+}
+
+// rank orders results by seriousness.
+func rank(r Result) int {
+	switch r {
+	case Fail:
+		return 0
+	case Error:
+		return 1
+	default:
+		return 2
+	}
+}
+
+// severity is the PolicyReport severity of a finding.
+func severity(f Finding) string {
+	switch {
+	case f.Policy == InjectionPolicy && f.Rule == "missing":
+		return "high"
+	case f.Result == Fail || f.Result == Error:
+		return "medium"
+	default:
+		return "low"
+	}
+}
+
+// result is one PolicyReport result.
+func result(f Finding, now time.Time) map[string]any {
+	msg := f.Message
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-len("…")] + "…"
+	}
+	r := map[string]any{
+		"source":   Source,
+		"policy":   f.Policy,
+		"rule":     f.Rule,
+		"category": f.Category,
+		"severity": severity(f),
+		"result":   string(f.Result),
+		"message":  msg,
+		"scored":   true,
+		"timestamp": map[string]any{
+			"seconds": now.Unix(),
+			"nanos":   int64(0),
+		},
+		"resources": []any{map[string]any{
+			"apiVersion": f.Object.APIVersion,
+			"kind":       f.Object.Kind,
+			"namespace":  f.Object.Namespace,
+			"name":       f.Object.Name,
+			"uid":        string(f.Object.UID),
+		}},
+	}
+	if f.Action != "" {
+		r["properties"] = map[string]any{"enforcementAction": f.Action}
+	}
+	return r
+}
+
+// PolicyCounts are, per WorkloadPolicy, how many audited workloads it
+// fails, warns about or errs on.
+func PolicyCounts(outcomes []Outcome) map[string]Summary {
+	out := map[string]Summary{}
+	for i := range outcomes {
+		o := &outcomes[i]
+		for _, p := range o.Passed {
+			s := out[p]
+			s.Pass++
+			out[p] = s
+		}
+		seen := map[string]Result{}
+		for _, f := range o.Findings {
+			if f.Category != CategoryPolicy {
+				continue
+			}
+			if prev, ok := seen[f.Policy]; !ok || rank(f.Result) < rank(prev) {
+				seen[f.Policy] = f.Result
+			}
+		}
+		for p, r := range seen {
+			s := out[p]
+			switch r {
+			case Fail:
+				s.Fail++
+			case Error:
+				s.Error++
+			default:
+				s.Warn++
+			}
+			out[p] = s
+		}
+	}
+	return out
+}

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/audit"
+	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+const auditUsage = `Usage: modelgate audit [-f FILE...] [flags]
+
+Judges workloads that already exist with modelgate's own webhook code:
+  - the policies in force now (a WorkloadPolicy's deny is a failure, its
+    warnings, warn and dry-run policies are warnings, an evaluation error
+    is an error);
+  - the injection: a workload that opted in but carries none (admitted
+    while modelgate was unreachable, or before it opted in) fails; one
+    whose injection is older than the Configuration and annotations in
+    force (another loader image, changed settings) is a warning;
+  - a workload that asks for GPUs but opts out in a namespace labelled
+    modelgate.io/injection=enabled is a warning.
+
+With -f it audits the manifests as stored objects (kubectl get -o yaml),
+with the policies of --policies and the Configuration of --config. Without
+-f it audits the cluster of --kubeconfig: every Pod, Deployment,
+StatefulSet, Job and CronJob (of --namespace), with the cluster's Ready
+WorkloadPolicies and the Configuration in the ConfigMap modelgate-config
+of --modelgate-namespace, unless --policies and --config say otherwise.
+Pods and Jobs a controller made are audited on the controller's template.
+
+One line per finding on stdout (-o json: the findings as JSON). Exit
+status: 0 when nothing fails (warnings only, with --fail-on fail), 1 when
+something fails or errs (or warns, with --fail-on warn), 2 on an error.
+
+Flags:
+`
+
+// auditFlags are the audit subcommand's flags.
+type auditFlags struct {
+	files           stringList
+	policies        string
+	configFile      string
+	namespace       string
+	namespaceLabels string
+	kubeconfig      string
+	systemNamespace string
+	output          string
+	failOn          string
+}
+
+func (f *auditFlags) bind(fs *flag.FlagSet) {
+	fs.Var(&f.files, "f", "manifest `FILE` of stored objects, or a directory of them (\"-\" is stdin); repeatable; none audits the cluster")
+	fs.StringVar(&f.policies, "policies", "", "policy directory (.rego files), or a directory or file of WorkloadPolicy objects at `PATH`; the cluster's Ready WorkloadPolicies when auditing a cluster without it")
+	fs.StringVar(&f.configFile, "config", "", "Configuration `FILE`; the cluster's when auditing a cluster without it, else the defaults")
+	fs.StringVar(&f.namespace, "namespace", "", "with -f: namespace of objects that name none (default \"default\"); on a cluster: audit only this namespace")
+	fs.StringVar(&f.namespaceLabels, "namespace-labels", "", "with -f: `labels` of the namespaces, k=v,...; a Namespace object among the manifests gives its own")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; in-cluster or $KUBECONFIG when empty")
+	fs.StringVar(&f.systemNamespace, "modelgate-namespace", "modelgate-system", "the namespace modelgate runs in, whose ConfigMap modelgate-config holds the Configuration")
+	fs.StringVar(&f.output, "o", "text", "output: text or json")
+	fs.StringVar(&f.failOn, "fail-on", "fail", "exit 1 on findings of this result or worse: fail (fail and error) or warn")
+}
+
+func auditCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("modelgate audit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, auditUsage); fs.PrintDefaults() }
+	var f auditFlags
+	f.bind(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "modelgate audit: %s\n", indentRest(err.Error(), "  "))
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(fmt.Errorf("unexpected arguments %q; manifests are given with -f", fs.Args()))
+	case f.output != "text" && f.output != "json":
+		return fail(fmt.Errorf("-o %q: must be text or json", f.output))
+	case f.failOn != "fail" && f.failOn != "warn":
+		return fail(fmt.Errorf("--fail-on %q: must be fail or warn", f.failOn))
+	}
+	ctx := logr.NewContext(context.Background(), logr.Discard())
+
+	var (
+		outcomes []audit.Outcome
+		err      error
+	)
+	if len(f.files) > 0 {
+		outcomes, err = f.auditManifests(ctx, stdin)
+	} else {
+		outcomes, err = f.auditCluster(ctx)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := printFindings(stdout, f.output, outcomes); err != nil {
+		return fail(err)
+	}
+	for i := range outcomes {
+		switch outcomes[i].Worst() {
+		case audit.Fail, audit.Error:
+			return 1
+		case audit.Warn:
+			if f.failOn == "warn" {
+				return 1
+			}
+		}
+	}
+	return 0
+}
+
+// loadConfigAndPolicies loads --config and --policies, when given.
+func (f *auditFlags) loadConfigAndPolicies(ctx context.Context) (*config.Configuration, []*policies.Compiled, error) {
+	cfg := config.New()
+	var err error
+	if f.configFile != "" {
+		if cfg, err = config.Load(f.configFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	var cs []*policies.Compiled
+	if f.policies != "" {
+		if cs, err = offline.LoadPolicies(ctx, f.policies); err != nil {
+			return nil, nil, fmt.Errorf("policies do not load:\n%w", err)
+		}
+	}
+	return cfg, cs, nil
+}
+
+// auditManifests audits the objects of -f.
+func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader) ([]audit.Outcome, error) {
+	labels, err := offline.ParseLabels(f.namespaceLabels)
+	if err != nil {
+		return nil, fmt.Errorf("--namespace-labels: %w", err)
+	}
+	cfg, cs, err := f.loadConfigAndPolicies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := readManifests(f.files, stdin)
+	if err != nil {
+		return nil, fmt.Errorf("the manifests cannot be read:\n%w", err)
+	}
+	ns := offline.Namespaces{Default: labels, ByName: namespaceObjects(docs)}
+	a := audit.New(cfg, offline.NewEngine(cfg, cs), ns)
+	defaultNS := f.namespace
+	if defaultNS == "" {
+		defaultNS = offline.DefaultNamespace
+	}
+	var out []audit.Outcome
+	for i := range docs {
+		d := &docs[i]
+		raw, err := withNamespace(d.JSON, defaultNS)
+		if err != nil {
+			return nil, &offline.DocumentError{Doc: d, Err: err}
+		}
+		o, err := a.Audit(ctx, raw)
+		if err != nil {
+			return nil, &offline.DocumentError{Doc: d, Err: err}
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// withNamespace sets metadata.namespace when the object names none.
+func withNamespace(raw []byte, ns string) ([]byte, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	m, _ := obj["metadata"].(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+		obj["metadata"] = m
+	}
+	if s, _ := m["namespace"].(string); s != "" {
+		return raw, nil
+	}
+	m["namespace"] = ns
+	return json.Marshal(obj)
+}
+
+// auditCluster audits the workloads of the cluster.
+func (f *auditFlags) auditCluster(ctx context.Context) ([]audit.Outcome, error) {
+	rc, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := policyv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	cfg, cs, err := f.loadConfigAndPolicies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f.configFile == "" {
+		var cm corev1.ConfigMap
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: f.systemNamespace, Name: "modelgate-config"}, &cm); {
+		case err == nil:
+			if cfg, err = config.Parse([]byte(cm.Data["configuration.yaml"])); err != nil {
+				return nil, fmt.Errorf("ConfigMap %s/modelgate-config: %w", f.systemNamespace, err)
+			}
+		case client.IgnoreNotFound(err) != nil:
+			return nil, fmt.Errorf("reading the Configuration: %w", err)
+		}
+	}
+	if f.policies == "" {
+		var wps policyv1.WorkloadPolicyList
+		if err := c.List(ctx, &wps); err != nil {
+			return nil, fmt.Errorf("listing WorkloadPolicies: %w", err)
+		}
+		for i := range wps.Items {
+			wp := &wps.Items[i]
+			comp, err := validators.CompileWorkloadPolicy(ctx, wp)
+			if err != nil {
+				// Not in force in the cluster either (Ready False).
+				continue
+			}
+			cs = append(cs, comp)
+		}
+	}
+	var nss corev1.NamespaceList
+	if err := c.List(ctx, &nss); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	labels := offline.Namespaces{ByName: map[string]map[string]string{}}
+	for _, n := range nss.Items {
+		labels.ByName[n.Name] = n.Labels
+	}
+	a := audit.New(cfg, offline.NewEngine(cfg, cs), labels)
+	var out []audit.Outcome
+	err = audit.List(ctx, c, f.namespace, audit.DefaultPageSize, func(raw []byte) error {
+		o, err := a.Audit(ctx, raw)
+		if err != nil {
+			return err
+		}
+		out = append(out, o)
+		return nil
+	})
+	return out, err
+}
+
+// printFindings writes the findings, as text lines or JSON.
+func printFindings(w io.Writer, format string, outcomes []audit.Outcome) error {
+	var findings []audit.Finding
+	audited := 0
+	for _, o := range outcomes {
+		if o.Skipped == "" {
+			audited++
+		}
+		findings = append(findings, o.Findings...)
+	}
+	if format == "json" {
+		type jsonFinding struct {
+			APIVersion string       `json:"apiVersion"`
+			Kind       string       `json:"kind"`
+			Namespace  string       `json:"namespace"`
+			Name       string       `json:"name"`
+			Policy     string       `json:"policy"`
+			Rule       string       `json:"rule"`
+			Result     audit.Result `json:"result"`
+			Category   string       `json:"category"`
+			Action     string       `json:"enforcementAction,omitempty"`
+			Message    string       `json:"message"`
+		}
+		out := make([]jsonFinding, 0, len(findings))
+		for _, f := range findings {
+			out = append(out, jsonFinding{f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name,
+				f.Policy, f.Rule, f.Result, f.Category, f.Action, f.Message})
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	slices.SortStableFunc(findings, func(a, b audit.Finding) int {
+		return strings.Compare(a.Object.Namespace+"/"+a.Object.Name, b.Object.Namespace+"/"+b.Object.Name)
+	})
+	for _, f := range findings {
+		if _, err := fmt.Fprintf(w, "%-5s %s [%s] %s\n", strings.ToUpper(string(f.Result)), f.Object, f.Policy,
+			strings.ReplaceAll(f.Message, "\n", " ")); err != nil {
+			return err
+		}
+	}
+	var sum audit.Summary
+	for i := range outcomes {
+		sum.Add(&outcomes[i])
+	}
+	_, err := fmt.Fprintf(w, "%d workloads audited: %d failures, %d warnings, %d errors\n", audited, sum.Fail, sum.Warn, sum.Error)
+	return err
+}
