@@ -53,6 +53,7 @@ var auditedElsewhere = map[string]bool{
 
 // Auditor judges stored workloads with the webhook's handlers.
 type Auditor struct {
+	excluded    map[string]bool
 	mutating    *webhook.Mutating
 	validating  *webhook.Validating
 	namespaces  webhook.NamespaceLabeler
@@ -63,7 +64,12 @@ type Auditor struct {
 // holding the policies in force and the namespace labels. Their metrics
 // are registered nowhere: the audit's reviews are not admission reviews.
 func New(cfg *config.Configuration, engine *policies.Engine, ns webhook.NamespaceLabeler) *Auditor {
+	excluded := map[string]bool{cfg.Namespace: true}
+	for _, n := range cfg.Injection.ExcludedNamespaces {
+		excluded[n] = true
+	}
 	return &Auditor{
+		excluded:    excluded,
 		mutating:    webhook.NewMutating(cfg, ns, webhook.NewMetrics(nil)),
 		validating:  webhook.NewValidating(cfg, engine, ns, webhook.NewPolicyMetrics(nil)),
 		namespaces:  ns,
@@ -71,8 +77,8 @@ func New(cfg *config.Configuration, engine *policies.Engine, ns webhook.Namespac
 	}
 }
 
-// meta is what the audit reads of an object's metadata.
-type meta struct {
+// stored is what the audit reads of an object's metadata.
+type stored struct {
 	APIVersion string            `json:"apiVersion"`
 	Kind       string            `json:"kind"`
 	Metadata   metav1.ObjectMeta `json:"metadata"`
@@ -83,7 +89,7 @@ type meta struct {
 // controller, are skipped. The error is for an object the handlers cannot
 // judge at all (it does not decode, or modelgate failed).
 func (a *Auditor) Audit(ctx context.Context, raw []byte) (Outcome, error) {
-	var m meta
+	var m stored
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return Outcome{}, fmt.Errorf("reading the object: %w", err)
 	}
@@ -104,6 +110,10 @@ func (a *Auditor) Audit(ctx context.Context, raw []byte) (Outcome, error) {
 	nsLabels, err := a.namespaces.NamespaceLabels(ctx, ref.Namespace)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("namespace %q: %w", ref.Namespace, err)
+	}
+	if _, ignored := nsLabels[annotations.NamespaceIgnore]; ignored || a.excluded[ref.Namespace] {
+		out.Skipped = "namespace " + ref.Namespace + " is excluded from modelgate"
+		return out, nil
 	}
 
 	user := authenticationv1.UserInfo{Username: owner(&m.Metadata), Groups: []string{"system:authenticated"}}
@@ -203,7 +213,7 @@ func policyFindings(ref Ref, r *policies.Result) []Finding {
 
 // injection is what the mutating webhook says of the object sent again
 // unchanged.
-func (a *Auditor) injection(ctx context.Context, req admission.Request, ref Ref, m *meta) ([]Finding, error) {
+func (a *Auditor) injection(ctx context.Context, req admission.Request, ref Ref, m *stored) ([]Finding, error) {
 	resp := a.mutating.Handle(ctx, req)
 	base := Finding{Object: ref, Policy: InjectionPolicy, Category: CategoryInjection}
 	if !resp.Allowed {
@@ -243,7 +253,7 @@ func (a *Auditor) injection(ctx context.Context, req admission.Request, ref Ref,
 
 // recorded reports whether the object carries modelgate's injection
 // record (on its own metadata, beside its pod template's).
-func recorded(m *meta) bool {
+func recorded(m *stored) bool {
 	_, ok := m.Metadata.Annotations[annotations.Injected]
 	return ok
 }

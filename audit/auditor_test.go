@@ -64,9 +64,9 @@ func library(t *testing.T) *policies.Engine {
 	return e
 }
 
-// stored reads a manifest as the API server would store it: through its
+// storedJSON reads a manifest as the API server would store it: through its
 // typed object, every field of it present.
-func stored(t *testing.T, path string) []byte {
+func storedJSON(t *testing.T, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -96,7 +96,7 @@ func goldens(t *testing.T) map[string][]byte {
 	}
 	out := map[string][]byte{}
 	for _, in := range ins {
-		out[strings.TrimSuffix(filepath.Base(in), ".in.yaml")] = stored(t, in)
+		out[strings.TrimSuffix(filepath.Base(in), ".in.yaml")] = storedJSON(t, in)
 	}
 	return out
 }

@@ -91,17 +91,7 @@ func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unst
 		for _, f := range findings {
 			results = append(results, result(f, now))
 		}
-		r := &unstructured.Unstructured{Object: map[string]any{
-			"summary": map[string]any{
-				"pass": int64(sum.Pass), "fail": int64(sum.Fail), "warn": int64(sum.Warn),
-				"error": int64(sum.Error), "skip": int64(sum.Skip),
-			},
-			"results": results,
-		}}
-		r.SetGroupVersionKind(PolicyReportGVK)
-		r.SetNamespace(ns)
-		r.SetName(ReportName)
-		r.SetLabels(map[string]string{ManagedByLabel: ManagedBy})
+		r := report(ns, sum, results)
 		if left > 0 {
 			r.SetAnnotations(map[string]string{TruncatedAnnotation: strconv.Itoa(left)})
 		}
@@ -109,6 +99,25 @@ func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unst
 	}
 	return out
 }
+
+// report is the PolicyReport of a namespace.
+func report(ns string, sum Summary, results []any) *unstructured.Unstructured {
+	r := &unstructured.Unstructured{Object: map[string]any{
+		"summary": map[string]any{
+			"pass": int64(sum.Pass), "fail": int64(sum.Fail), "warn": int64(sum.Warn),
+			"error": int64(sum.Error), "skip": int64(sum.Skip),
+		},
+		"results": results,
+	}}
+	r.SetGroupVersionKind(PolicyReportGVK)
+	r.SetNamespace(ns)
+	r.SetName(ReportName)
+	r.SetLabels(map[string]string{ManagedByLabel: ManagedBy})
+	return r
+}
+
+// emptyReport is the report of a namespace with no audited workloads.
+func emptyReport(ns string) *unstructured.Unstructured { return report(ns, Summary{}, []any{}) }
 
 // rank orders results by seriousness.
 func rank(r Result) int {
@@ -167,8 +176,9 @@ func result(f Finding, now time.Time) map[string]any {
 	return r
 }
 
-// PolicyCounts are, per WorkloadPolicy, how many audited workloads it
-// fails, warns about or errs on.
+// PolicyCounts are, per policy (WorkloadPolicies and modelgate's own
+// checks), how many audited workloads it fails, warns about, errs on or
+// passes: each workload once, by its worst result.
 func PolicyCounts(outcomes []Outcome) map[string]Summary {
 	out := map[string]Summary{}
 	for i := range outcomes {
@@ -180,9 +190,6 @@ func PolicyCounts(outcomes []Outcome) map[string]Summary {
 		}
 		seen := map[string]Result{}
 		for _, f := range o.Findings {
-			if f.Category != CategoryPolicy {
-				continue
-			}
 			if prev, ok := seen[f.Policy]; !ok || rank(f.Result) < rank(prev) {
 				seen[f.Policy] = f.Result
 			}

@@ -50,7 +50,7 @@ const namespaceCachePoll = 20 * time.Millisecond
 // configuration says. Start it with Start; it runs until ctx is cancelled,
 // drains for cfg.DrainPeriod (drain.go), then lets in-flight reviews finish
 // within cfg.ShutdownGracePeriod.
-func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, error) {
+func NewManager(rc *rest.Config, cfg *config.Configuration, extensions ...Extension) (manager.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 	}
 	d := &drain{period: cfg.DrainPeriod.Duration}
 	server := newWebhookServer(cfg, d, tlsOpts)
-	elect := cfg.ControllerEnabled() && (cfg.Controller.LeaderElection == nil || *cfg.Controller.LeaderElection)
+	elect := (cfg.ControllerEnabled() || cfg.AuditEnabled()) && (cfg.Controller.LeaderElection == nil || *cfg.Controller.LeaderElection)
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
 		WebhookServer:           server,
@@ -102,7 +102,7 @@ func NewManager(rc *rest.Config, cfg *config.Configuration) (manager.Manager, er
 		}
 		cfg = &withKey
 	}
-	if err := Register(mgr, cfg); err != nil {
+	if err := Register(mgr, cfg, extensions...); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("shutdown", d.check); err != nil {
@@ -213,9 +213,22 @@ func TLSOptions(w config.WebhookServer) func(*tls.Config) {
 	}
 }
 
+// Parts are what the webhooks judge with, for the Extensions that judge
+// alike (the audit).
+type Parts struct {
+	// Engine holds the policies in force.
+	Engine *policies.Engine
+	// Namespaces are the namespaces' labels, from the manager's cache.
+	Namespaces NamespaceLabeler
+}
+
+// Extension adds to the manager what lives outside this package, with the
+// Configuration (its record key loaded) and the webhooks' Parts.
+type Extension func(mgr manager.Manager, cfg *config.Configuration, parts Parts) error
+
 // Register adds modelgate's handlers, controllers, checks and cache
-// warm-up to mgr.
-func Register(mgr manager.Manager, cfg *config.Configuration) error {
+// warm-up to mgr, then the extensions.
+func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Extension) error {
 	ns := &cachedNamespaces{
 		reader: mgr.GetCache(),
 		wait:   cfg.Injection.NamespaceCacheWait.Duration,
@@ -246,6 +259,12 @@ func Register(mgr manager.Manager, cfg *config.Configuration) error {
 		ds.Load(logr.NewContext(context.Background(), mgr.GetLogger().WithName("policy-dir")))
 		if err := mgr.Add(ds); err != nil {
 			return fmt.Errorf("adding the policy directory source: %w", err)
+		}
+	}
+
+	for _, ext := range extensions {
+		if err := ext(mgr, cfg, Parts{Engine: engine, Namespaces: ns}); err != nil {
+			return err
 		}
 	}
 

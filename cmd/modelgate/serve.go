@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
+	"github.com/modelgate/modelgate/audit"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -106,7 +107,7 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "modelgate serve: %v\n", err)
 		return 1
 	}
-	mgr, err := webhook.NewManager(rc, cfg)
+	mgr, err := webhook.NewManager(rc, cfg, audit.Register)
 	if err != nil {
 		fmt.Fprintf(stderr, "modelgate serve: %v\n", err)
 		return 1

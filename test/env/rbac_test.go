@@ -142,7 +142,9 @@ func checkMetricsRBAC(t *testing.T, objs []client.Object) {
 // (verbs at most get, list, watch), and controllerWrites those it writes:
 // created, updated, patched, never deleted (garbage collection does that).
 var (
-	controllerReads  = map[string]bool{"pods": true, "replicasets": true, "aiinferences": true, "namespaces": true}
+	controllerReads = map[string]bool{"pods": true, "replicasets": true, "aiinferences": true, "namespaces": true,
+		// The audit lists the workloads it judges.
+		"statefulsets": true, "jobs": true, "cronjobs": true}
 	controllerWrites = map[string]bool{"deployments": true, "services": true, "aiinferences/status": true}
 )
 
@@ -171,13 +173,16 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 					t.Errorf("ClusterRole %s grants %v on aiinferences/finalizers: update alone", cr.Name, r.Verbs)
 				case res == "events" && !subset(r.Verbs, "create", "patch"):
 					t.Errorf("ClusterRole %s grants %v on events: create and patch alone", cr.Name, r.Verbs)
+				case res == "policyreports" && !subset(r.Verbs, "list", "create", "patch"):
+					t.Errorf("ClusterRole %s grants %v on policyreports: the audit lists, creates and applies its own alone", cr.Name, r.Verbs)
 				case res == "leases":
 					t.Errorf("ClusterRole %s grants %v on leases in every namespace: only modelgate's Lease, through a Role", cr.Name, r.Verbs)
 				}
 			}
 		}
 	}
-	for _, res := range []string{"deployments", "services", "pods", "replicasets", "aiinferences", "aiinferences/status", "events"} {
+	for _, res := range []string{"deployments", "services", "pods", "replicasets", "aiinferences", "aiinferences/status", "events",
+		"statefulsets", "jobs", "cronjobs", "policyreports"} {
 		if !seen[res] {
 			t.Errorf("modelgate's ClusterRole grants nothing on %s: the AIInference controller cannot work", res)
 		}

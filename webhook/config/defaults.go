@@ -197,6 +197,31 @@ func Default(c *Configuration) {
 	if ctl.ServiceAccountName == "" {
 		ctl.ServiceAccountName = DefaultServiceAccountName
 	}
+	a := &c.Audit
+	if a.Enabled == nil {
+		a.Enabled = ptr.To(true)
+	}
+	if a.Interval == nil {
+		a.Interval = &metav1.Duration{Duration: DefaultAuditInterval}
+	}
+	if a.ObjectsPerSecond == 0 {
+		a.ObjectsPerSecond = DefaultAuditObjectsPerSecond
+	}
+	if a.MaxResultsPerReport == 0 {
+		a.MaxResultsPerReport = DefaultAuditMaxResults
+	}
+}
+
+// The audit's defaults.
+const (
+	DefaultAuditInterval         = 10 * time.Minute
+	DefaultAuditObjectsPerSecond = 50
+	DefaultAuditMaxResults       = 500
+)
+
+// AuditEnabled reports whether the periodic audit runs.
+func (c *Configuration) AuditEnabled() bool {
+	return c.Audit.Enabled == nil || *c.Audit.Enabled
 }
 
 // ControllerEnabled reports whether the AIInference controller runs.

@@ -49,6 +49,9 @@ type Configuration struct {
 	// Controller is the AIInference controller.
 	Controller Controller `json:"controller,omitempty"`
 
+	// Audit is the periodic audit of running workloads.
+	Audit Audit `json:"audit,omitempty"`
+
 	// ShutdownGracePeriod is how long in-flight reviews may take to finish
 	// once modelgate is asked to stop. Defaults to 30s.
 	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
@@ -242,6 +245,25 @@ type Policy struct {
 	// ConfigMap, or a GitOps checkout. Empty loads none. The --policy-dir
 	// flag overrides it.
 	Directory string `json:"directory,omitempty"`
+}
+
+// Audit configures the periodic audit: one replica (the leader, see
+// Controller.LeaderElection) judges every workload of the cluster with the
+// policies and Configuration in force and writes the results as
+// wgpolicyk8s.io/v1alpha2 PolicyReports, one per namespace, in metrics and
+// in each WorkloadPolicy's status.audit (docs/policies.md, "Audit").
+type Audit struct {
+	// Enabled runs the audit. Defaults to true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Interval is the time from the start of one pass to the start of the
+	// next. Defaults to 10m; at least 1m.
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// ObjectsPerSecond bounds how fast a pass judges workloads (and so the
+	// CPU it takes from the webhooks on the leader). Defaults to 50.
+	ObjectsPerSecond int32 `json:"objectsPerSecond,omitempty"`
+	// MaxResultsPerReport bounds the results of one PolicyReport, failures
+	// first; the summary counts all. Defaults to 500, at most 5000.
+	MaxResultsPerReport int32 `json:"maxResultsPerReport,omitempty"`
 }
 
 // Controller configures the AIInference controller, which turns each

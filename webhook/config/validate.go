@@ -63,6 +63,7 @@ func (c *Configuration) Validate() field.ErrorList {
 	errs = append(errs, validateBudget(c)...)
 	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
 	errs = append(errs, validateController(&c.Controller, field.NewPath("controller"))...)
+	errs = append(errs, validateAudit(&c.Audit, field.NewPath("audit"))...)
 	return errs
 }
 
@@ -111,4 +112,21 @@ func validateBindAddress(p *field.Path, addr string) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, addr, "must have a port between 1 and 65535")}
 	}
 	return nil
+}
+
+// validateAudit checks the periodic audit's settings.
+func validateAudit(a *Audit, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a.Interval != nil && a.Interval.Duration < time.Minute {
+		errs = append(errs, field.Invalid(p.Child("interval"), a.Interval.Duration.String(),
+			"must be at least 1m: each pass lists every workload of the cluster"))
+	}
+	if a.ObjectsPerSecond < 0 || a.ObjectsPerSecond > 10000 {
+		errs = append(errs, field.Invalid(p.Child("objectsPerSecond"), a.ObjectsPerSecond, "must be between 1 and 10000"))
+	}
+	if a.MaxResultsPerReport < 0 || a.MaxResultsPerReport > 5000 {
+		errs = append(errs, field.Invalid(p.Child("maxResultsPerReport"), a.MaxResultsPerReport,
+			"must be between 1 and 5000: a PolicyReport must stay well under etcd's object size limit"))
+	}
+	return errs
 }

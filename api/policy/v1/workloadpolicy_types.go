@@ -153,6 +153,28 @@ type WorkloadPolicyStatus struct {
 	// +optional
 	// +listType=atomic
 	Errors []PolicyError `json:"errors,omitempty"`
+
+	// audit counts what the last periodic audit found of the workloads
+	// the policy applies to; unset until a pass has judged it.
+	// +optional
+	Audit *AuditStatus `json:"audit,omitempty"`
+}
+
+// AuditStatus counts a policy's results over the workloads of the cluster
+// in the last audit pass: each workload once, by its worst result.
+type AuditStatus struct {
+	// lastAuditTime is when that pass ended.
+	LastAuditTime metav1.Time `json:"lastAuditTime"`
+	// fail is how many workloads the policy denies (enforcementAction
+	// deny).
+	Fail int32 `json:"fail"`
+	// warn is how many it warns about: warn rules, and denials of warn
+	// and dryrun policies.
+	Warn int32 `json:"warn"`
+	// error is how many it failed to evaluate.
+	Error int32 `json:"error"`
+	// pass is how many it applied to and had nothing to say about.
+	Pass int32 `json:"pass"`
 }
 
 // PolicyError is one problem in a policy's Rego module.
@@ -186,6 +208,7 @@ type PolicyError struct {
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.enforcementAction`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Failing",type=integer,JSONPath=`.status.audit.fail`,description="Workloads the last audit found this policy denies"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadPolicy struct {
 	metav1.TypeMeta `json:",inline"`

@@ -195,6 +195,7 @@ func TestCRDResource(t *testing.T) {
 		{Name: "Action", Type: "string", JSONPath: ".spec.enforcementAction"},
 		{Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
 		{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].reason`},
+		{Name: "Failing", Type: "integer", Description: "Workloads the last audit found this policy denies", JSONPath: ".status.audit.fail"},
 		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 	}
 	if diff := cmp.Diff(wantColumns, v.AdditionalPrinterColumns); diff != "" {
