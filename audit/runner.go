@@ -56,6 +56,9 @@ type Runner struct {
 	Metrics    *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// AfterChange is how long after the policies in force change a pass
+	// runs (DefaultAfterChange when zero): a burst of edits makes one pass.
+	AfterChange time.Duration
 
 	// engine evaluates the Engine's policies for the audit alone, so the
 	// webhook's per-policy metrics count admission reviews only.
@@ -68,24 +71,49 @@ var _ manager.LeaderElectionRunnable = (*Runner)(nil)
 // replica audits.
 func (r *Runner) NeedLeaderElection() bool { return true }
 
-// Start runs a pass at once, then one every Interval, until ctx ends. A
-// failed pass is logged and counted; the next one runs on time.
+// Start runs a pass at once, then one every Interval, until ctx ends; and
+// one AfterChange after the policies in force change (a WorkloadPolicy
+// created, edited or deleted), but never two within AfterChange of each
+// other. A failed pass is logged and counted; the next one runs on time.
 func (r *Runner) Start(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx).WithName("audit")
 	ctx = logr.NewContext(ctx, log)
 	interval := r.Config.Audit.Interval.Duration
+	settle := r.AfterChange
+	if settle <= 0 {
+		settle = DefaultAfterChange
+	}
+	tick := time.NewTicker(settle / 4)
+	defer tick.Stop()
 	for {
 		start := r.now()
+		judged := r.Engine.Set()
 		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "audit pass failed")
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Until(start.Add(interval))):
+		next := start.Add(interval)
+		changedAt := time.Time{}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				now := r.now()
+				if r.Engine.Set() != judged && changedAt.IsZero() {
+					changedAt = now
+				}
+				if !now.Before(next) || (!changedAt.IsZero() && now.Sub(changedAt) >= settle && now.Sub(start) >= settle) {
+					break wait
+				}
+			}
 		}
 	}
 }
+
+// DefaultAfterChange is how long after a change of the policies in force
+// the audit runs again.
+const DefaultAfterChange = 15 * time.Second
 
 func (r *Runner) now() time.Time {
 	if r.Now != nil {

@@ -103,6 +103,13 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The PolicyReport CRD, so that the audit's reports can be read with
+	// kubectl get policyreports -A, as in a cluster with Kyverno.
+	reports, err := env.CRDs(filepath.Join(o.Root, "config", "policyreport"))
+	if err != nil {
+		return nil, err
+	}
+	te.CRDs = append(te.CRDs, reports...)
 	admin, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)

@@ -92,7 +92,7 @@ var _ = Describe("audit", Ordered, func() {
 		By("with the CRD, a pass writes the namespace's PolicyReport")
 		root, err := env.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		data, err := os.ReadFile(filepath.Join(root, "test/integration/testdata/policyreport-crd.yaml"))
+		data, err := os.ReadFile(filepath.Join(root, "config/policyreport/policyreports.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		crd := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal(data, &crd.Object)).To(Succeed())

@@ -1,0 +1,85 @@
+package e2e_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/audit"
+)
+
+// noServing denies Deployments named "llm": written after one runs.
+const noServing = `package e2e.audit
+
+deny contains sprintf("Deployment %s may not serve here", [input.workload.name]) if {
+	input.workload.kind == "Deployment"
+	input.workload.name == "llm"
+}
+`
+
+var _ = Describe("audit", func() {
+	It("reports a running workload that a policy written after it denies, within seconds of the change, and forgets it when the policy goes", func(ctx SpecContext) {
+		s := runtime.NewScheme()
+		Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
+		Expect(policyv1.AddToScheme(s)).To(Succeed())
+		c, err := client.New(gpuCluster.Developer, client.Options{Scheme: s})
+		Expect(err).NotTo(HaveOccurred())
+
+		ns := newNamespace(ctx, "audit")
+		d := deployment(ns, "llm", 1, serving("1", nil))
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		runningPods(ctx, ns, "llm", 1)
+
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-serving"}}
+		wp.Spec.Rego = noServing
+		wp.Spec.Match.Namespaces = []string{ns}
+		Expect(c.Create(ctx, wp)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+
+		results := func(g Gomega) []any {
+			r := &unstructured.Unstructured{}
+			r.SetGroupVersionKind(audit.PolicyReportGVK)
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: audit.ReportName}, r)).To(Succeed())
+			res, _, _ := unstructured.NestedSlice(r.Object, "results")
+			return res
+		}
+		// The audit runs again shortly after a policy change, not at its
+		// 10 minute interval.
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			res := results(g)
+			g.Expect(res).To(HaveLen(1), "the injection is today's: the policy's is the only finding")
+			m := res[0].(map[string]any)
+			g.Expect(m).To(HaveKeyWithValue("policy", wp.Name))
+			g.Expect(m).To(HaveKeyWithValue("result", "fail"))
+			g.Expect(m).To(HaveKeyWithValue("message", "Deployment llm may not serve here"))
+			g.Expect(m["resources"]).To(ConsistOf(HaveKeyWithValue("name", "llm")))
+			var got policyv1.WorkloadPolicy
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), &got)).To(Succeed())
+			g.Expect(got.Status.Audit).NotTo(BeNil())
+			g.Expect(got.Status.Audit.Fail).To(Equal(int32(1)))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		AddReportEntry("policy created to PolicyReport", time.Since(start).Round(time.Second).String())
+
+		// Its own writes (the report, the policy's status) change no policy:
+		// no pass runs until the next change or the interval.
+		passes := modelgateMetric(ctx, Default, "modelgate_audit_passes_total", map[string]string{"outcome": "ok"})
+		Expect(passes).To(BeNumerically(">=", 2))
+		Consistently(func(g Gomega) float64 {
+			return modelgateMetric(ctx, g, "modelgate_audit_passes_total", nil)
+		}).WithContext(ctx).WithTimeout(2 * audit.DefaultAfterChange).WithPolling(time.Second).Should(Equal(passes))
+
+		Expect(c.Delete(ctx, wp)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(results(g)).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+	})
+})
