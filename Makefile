@@ -129,6 +129,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/prometheus >/dev/null || { echo "config/prometheus does not render"; exit 1; }
+	@$(KUSTOMIZE) build config/policyreport >/dev/null || { echo "config/policyreport does not render"; exit 1; }
 
 ##@ Test
 
@@ -146,13 +147,13 @@ test-policies: ## Run the policy library's Rego tests and declarative cases (pol
 ## Values files helm-lint lints the chart with, beside its defaults.
 HELM_LINT_VALUES := certificates.mode=self \
 	certificates.mode=files,certificates.files.caBundle=Q0E= \
-	metrics.service.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,policyLibrary.enabled=true
+	metrics.service.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,policyLibrary.enabled=true,policyReports.installCRD=true
 
 .PHONY: helm-lint
-helm-lint: $(HELM) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), and test that it renders config/'s installs (test/env/helm_test.go).
+helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), test that it renders config/'s installs, and helm install, upgrade and uninstall it on a real kube-apiserver (test/env/helm*_test.go).
 	$(HELM) lint --strict charts/modelgate
 	@for set in $(HELM_LINT_VALUES); do echo "helm lint --set $$set"; $(HELM) lint --strict --quiet charts/modelgate --set "$$set" || exit 1; done
-	MODELGATE_HELM=$(HELM) $(GO) test ./test/env/ -run 'TestHelm' -count=1 -v
+	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/ -run 'TestHelm' -count=1 -v
 
 .PHONY: test-integration
 test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).

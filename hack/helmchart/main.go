@@ -12,8 +12,9 @@
 //     mode, certificates.files.caBundle in files mode, nothing in self mode
 //     (modelgate injects it);
 //   - objects of one install only, under that certificates.mode;
-//   - the NetworkPolicy, config/prometheus's objects and the policy
-//     library's WorkloadPolicies, each under its value.
+//   - the NetworkPolicy, config/prometheus's objects, the policy
+//     library's WorkloadPolicies and config/policyreport's CRD, each under
+//     its value.
 //
 // The namespace modelgate-system becomes the release's namespace wherever
 // it is written (names, webhook clientConfigs, certificate DNS names, the
@@ -92,6 +93,10 @@ func run(root string) error {
 	if err != nil {
 		return err
 	}
+	policyReports, err := render("config/policyreport")
+	if err != nil {
+		return err
+	}
 
 	selfByKey := map[string]*unstructured.Unstructured{}
 	for _, u := range self {
@@ -145,6 +150,7 @@ func run(root string) error {
 		{"prometheusrule.yaml", ".Values.metrics.prometheusRule.enabled", rule},
 		{"dashboard.yaml", ".Values.metrics.dashboard.enabled", dashboard},
 		{"policy-library.yaml", ".Values.policyLibrary.enabled", library},
+		{"policyreport-crd.yaml", ".Values.policyReports.installCRD", policyReports},
 	}
 	out := filepath.Join(root, "charts/modelgate/templates/generated")
 	if err := os.RemoveAll(out); err != nil {

@@ -285,15 +285,16 @@ func TestHelmChartValues(t *testing.T) {
 			t.Errorf("checksum/configuration %q does not change with the Configuration", checksum)
 		}
 	})
-	t.Run("metrics and the policy library", func(t *testing.T) {
+	t.Run("metrics, the policy library and the PolicyReport CRD", func(t *testing.T) {
 		root, err := RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
 		objs := mustHelmTemplate(t, Namespace, "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true",
-			"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true", "policyLibrary.enabled=true")
+			"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true", "policyLibrary.enabled=true",
+			"policyReports.installCRD=true")
 		got := comparable(t, objs)
-		for _, dir := range []string{"config/prometheus", "config/samples/policies"} {
+		for _, dir := range []string{"config/prometheus", "config/samples/policies", "config/policyreport"} {
 			want, err := Render(filepath.Join(root, dir))
 			if err != nil {
 				t.Fatal(err)
@@ -305,7 +306,8 @@ func TestHelmChartValues(t *testing.T) {
 			}
 		}
 		off := comparable(t, mustHelmTemplate(t, Namespace))
-		for _, k := range []string{"ServiceMonitor/modelgate", "PrometheusRule/modelgate", "ConfigMap/modelgate-dashboard", "WorkloadPolicy/required-owner-team"} {
+		for _, k := range []string{"ServiceMonitor/modelgate", "PrometheusRule/modelgate", "ConfigMap/modelgate-dashboard", "WorkloadPolicy/required-owner-team",
+			"CustomResourceDefinition/policyreports.wgpolicyk8s.io"} {
 			if _, ok := got[k]; !ok {
 				t.Errorf("%s not rendered when turned on", k)
 			}
