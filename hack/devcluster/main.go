@@ -165,6 +165,7 @@ kubelets of these fake nodes (config/dev/nodes.yaml):
   %s get aiinferences.v1alpha1.serving.modelgate.io llama-sglang -o yaml
   %s apply -k config/samples/policies
   %s get workloadpolicies
+  %s get policyreports -A
 
 Pods are scheduled for real (GPU counts, products, memory, taints) and
 kwok marks them Running (a Job's pods then Succeeded); no container runs.
@@ -175,10 +176,13 @@ Service, which its webhook decorates; their status shows Pending, Loading,
 Ready or Failed, and why.
 The namespace "default" is labelled modelgate.io/team=%s. With the sample
 policies applied, the samples' Job and Pod are denied (model bucket, GPU
-product): delete and re-apply them to see the answers.
+product): delete and re-apply them to see the answers. The audit judges
+what already runs 15s after a policy change: the PolicyReports and the
+policies' Failing column show what the sample policies find in the
+samples already applied.
 Component logs: %s. Press Ctrl-C to stop everything.
 
-`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
+`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
 }
 
 func indent(s string) string {

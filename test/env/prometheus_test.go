@@ -267,7 +267,7 @@ func exportedMetrics(t *testing.T, root string) map[string]bool {
 		out[m] = true
 	}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"webhook", "internal", "certs", "cmd", "mutators", "policies", "validators", "loader"} {
+	for _, dir := range []string{"webhook", "internal", "certs", "cmd", "mutators", "policies", "validators", "loader", "audit"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
