@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
@@ -53,6 +54,9 @@ var auditedElsewhere = map[string]bool{
 
 // Auditor judges stored workloads with the webhook's handlers.
 type Auditor struct {
+	// key verifies injection records where the Configuration holds the
+	// record key (in the cluster); nil trusts any record (offline).
+	key         *seal.Key
 	excluded    map[string]bool
 	mutating    *webhook.Mutating
 	validating  *webhook.Validating
@@ -69,6 +73,7 @@ func New(cfg *config.Configuration, engine *policies.Engine, ns webhook.Namespac
 		excluded[n] = true
 	}
 	return &Auditor{
+		key:         cfg.RecordKey,
 		excluded:    excluded,
 		mutating:    webhook.NewMutating(cfg, ns, webhook.NewMetrics(nil)),
 		validating:  webhook.NewValidating(cfg, engine, ns, webhook.NewPolicyMetrics(nil)),
@@ -239,7 +244,7 @@ func (a *Auditor) injection(ctx context.Context, req admission.Request, ref Ref,
 		return out, nil
 	}
 	how := rollout(ref)
-	if recorded(m) {
+	if a.recorded(m) {
 		base.Rule, base.Result = "stale", Warn
 		base.Message = fmt.Sprintf("its injection is older than the Configuration and annotations in force: modelgate would now change %s; %s",
 			strings.Join(paths, ", "), how)
@@ -252,10 +257,15 @@ func (a *Auditor) injection(ctx context.Context, req admission.Request, ref Ref,
 }
 
 // recorded reports whether the object carries modelgate's injection
-// record (on its own metadata, beside its pod template's).
-func recorded(m *stored) bool {
-	_, ok := m.Metadata.Annotations[annotations.Injected]
-	return ok
+// record (on its own metadata, beside its pod template's), sealed by
+// modelgate where the auditor holds the record key: a record written by
+// hand on a workload admitted while modelgate was down does not turn its
+// missing injection into a stale one.
+func (a *Auditor) recorded(m *stored) bool {
+	if _, ok := m.Metadata.Annotations[annotations.Injected]; !ok {
+		return false
+	}
+	return a.key == nil || a.key.Verify(m.Metadata.Namespace, &m.Metadata)
 }
 
 // rollout says how to apply today's injection to the object.

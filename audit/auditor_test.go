@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/validators"
@@ -34,7 +35,7 @@ var namespaces = offline.Namespaces{ByName: map[string]map[string]string{
 	"opted-in":      {annotations.NamespaceInjection: annotations.InjectionEnabled},
 }}
 
-func goldenCfg(t *testing.T) *config.Configuration {
+func goldenCfg(t testing.TB) *config.Configuration {
 	t.Helper()
 	c, err := config.Load(goldenConfig)
 	if err != nil {
@@ -66,7 +67,7 @@ func library(t *testing.T) *policies.Engine {
 
 // storedJSON reads a manifest as the API server would store it: through its
 // typed object, every field of it present.
-func storedJSON(t *testing.T, path string) []byte {
+func storedJSON(t testing.TB, path string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -88,7 +89,7 @@ func storedJSON(t *testing.T, path string) []byte {
 }
 
 // goldens are the golden cases' inputs by name.
-func goldens(t *testing.T) map[string][]byte {
+func goldens(t testing.TB) map[string][]byte {
 	t.Helper()
 	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
 	if err != nil || len(ins) == 0 {
@@ -270,5 +271,47 @@ func TestSkipsAndOptIn(t *testing.T) {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestForgedRecord: a record written by hand on a workload never injected
+// does not make its missing injection a stale one where the auditor holds
+// the record key; a sealed record does.
+func TestForgedRecord(t *testing.T) {
+	key, err := seal.New(seal.Generate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := goldenCfg(t)
+	cfg.RecordKey = key
+	empty := policies.NewEngine(policies.Options{})
+	a := New(cfg, empty, namespaces)
+	raw := goldens(t)["vllm-deployment-hf"]
+
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		t.Fatal(err)
+	}
+	meta := obj["metadata"].(map[string]any)
+	meta["annotations"] = map[string]any{annotations.Injected: `{"mutators":["model-loader"],"settings":"0"}`}
+	forged, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := a.Audit(context.Background(), forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rules(o, InjectionPolicy); len(got) != 1 || !strings.HasPrefix(got[0], "missing: ") {
+		t.Errorf("forged record: findings %q, want one missing injection", got)
+	}
+
+	sealed := admitted(t, cfg, empty, raw)
+	o, err = a.Audit(context.Background(), sealed.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rules(o, InjectionPolicy); len(got) > 0 {
+		t.Errorf("sealed injection of today: findings %q, want none", got)
 	}
 }

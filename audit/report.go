@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,7 +148,7 @@ func severity(f Finding) string {
 func result(f Finding, now time.Time) map[string]any {
 	msg := f.Message
 	if len(msg) > maxMessage {
-		msg = msg[:maxMessage-len("…")] + "…"
+		msg = strings.ToValidUTF8(msg[:maxMessage-len("…")], "") + "…"
 	}
 	r := map[string]any{
 		"source":   Source,
