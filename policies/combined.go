@@ -235,13 +235,7 @@ func (s *Set) prepareCombined(ctx context.Context, members []int) *combinedQuery
 	}
 	q.exprs = append(q.exprs, len(body))
 	var err error
-	q.query, err = rego.New(
-		rego.Compiler(compiler),
-		rego.ParsedQuery(body),
-		rego.Capabilities(capabilities()),
-		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-	).PrepareForEval(ctx)
-	if err != nil {
+	if q.query, err = prepareQuery(ctx, compiler, body); err != nil {
 		return nil
 	}
 	return q

@@ -144,15 +144,7 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 	for i, r := range c.rules {
 		query[i] = ast.NewExpr(ast.NewTerm(mod.Package.Path.Append(ast.StringTerm(r))))
 	}
-	c.query, err = rego.New(
-		rego.Compiler(compiler),
-		rego.ParsedQuery(query),
-		rego.Capabilities(capabilities()),
-		// Keep results as AST terms: the engine checks they are sets and
-		// reads them without converting to Go values first.
-		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-	).PrepareForEval(ctx)
-	if err != nil {
+	if c.query, err = prepareQuery(ctx, compiler, query); err != nil {
 		return nil, compileError(c.filename, err)
 	}
 	return c, nil
@@ -195,6 +187,18 @@ func contractRules(filename string, mod *ast.Module) ([]string, error) {
 	}
 	slices.Sort(found) // deny before warn
 	return found, nil
+}
+
+// prepareQuery prepares the query on the compiled modules. Results stay
+// AST terms: the engine checks they are sets and reads them without
+// converting to Go values first.
+func prepareQuery(ctx context.Context, compiler *ast.Compiler, query ast.Body) (rego.PreparedEvalQuery, error) {
+	return rego.New(
+		rego.Compiler(compiler),
+		rego.ParsedQuery(query),
+		rego.Capabilities(capabilities()),
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
+	).PrepareForEval(ctx)
 }
 
 func newCompiler() *ast.Compiler {

@@ -243,28 +243,11 @@ func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *ato
 	}
 	halt, outOfShare, disarm := arm(ctx, share, current)
 	defer disarm()
-	// A policy that provably never reads the raw objects gets null, so
-	// they are converted only for those that may.
-	obj, old := nullTerm, nullTerm
-	if c.needsObjects {
-		var err error
-		if obj, old, err = in.objects(); err != nil {
-			res.Err = err
-			return res
-		}
-	}
-	input := ast.NewObject(
-		[2]*ast.Term{workloadKey, in.workload},
-		[2]*ast.Term{objectKey, obj},
-		[2]*ast.Term{oldObjectKey, old},
-		[2]*ast.Term{parametersKey, c.params},
-	)
-	rs, err := c.query.Eval(ctx,
-		rego.EvalParsedInput(input),
-		rego.EvalExternalCancel(halt),
-		rego.EvalMetrics(metrics.NoOp()),
-	)
+	rs, err := in.eval(ctx, c.query, c.needsObjects, c.params, halt)
 	switch {
+	case errors.As(err, new(*inputError)):
+		res.Err = err
+		return res
 	case err != nil && topdown.IsCancel(err) && ctx.Err() != nil:
 		res.Err = context.Cause(ctx)
 		return res
@@ -337,24 +320,7 @@ func (e *Engine) evaluateCombined(ctx context.Context, budget time.Duration, cur
 	}()
 	halt, _, disarm := arm(ctx, budget, current)
 	defer disarm()
-	obj, old := nullTerm, nullTerm
-	if q.needsObjects {
-		var err error
-		if obj, old, err = in.objects(); err != nil {
-			return nil, false
-		}
-	}
-	input := ast.NewObject(
-		[2]*ast.Term{workloadKey, in.workload},
-		[2]*ast.Term{objectKey, obj},
-		[2]*ast.Term{oldObjectKey, old},
-		[2]*ast.Term{parametersKey, set.combined.params},
-	)
-	rs, err := q.query.Eval(ctx,
-		rego.EvalParsedInput(input),
-		rego.EvalExternalCancel(halt),
-		rego.EvalMetrics(metrics.NoOp()),
-	)
+	rs, err := in.eval(ctx, q.query, q.needsObjects, set.combined.params, halt)
 	if err != nil || len(rs) != 1 || len(rs[0].Expressions) != q.exprs[len(q.exprs)-1] {
 		return nil, false
 	}
@@ -384,6 +350,39 @@ func newInputs(r Review) *inputs {
 		in.workload = ast.NewTerm(r.Workload)
 	}
 	return in
+}
+
+// inputError is a raw object that cannot be converted for a policy; its
+// message is the conversion's.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+// eval evaluates a prepared query on the review's input, with params as
+// input.parameters, until halt is raised. A query that provably never
+// reads the raw objects (needsObjects false) gets null for them, so they
+// are converted only for the policies that may; one that cannot be
+// converted is an *inputError.
+func (in *inputs) eval(ctx context.Context, q rego.PreparedEvalQuery, needsObjects bool, params *ast.Term, halt topdown.Cancel) (rego.ResultSet, error) {
+	obj, old := nullTerm, nullTerm
+	if needsObjects {
+		var err error
+		if obj, old, err = in.objects(); err != nil {
+			return nil, &inputError{err}
+		}
+	}
+	input := ast.NewObject(
+		[2]*ast.Term{workloadKey, in.workload},
+		[2]*ast.Term{objectKey, obj},
+		[2]*ast.Term{oldObjectKey, old},
+		[2]*ast.Term{parametersKey, params},
+	)
+	return q.Eval(ctx,
+		rego.EvalParsedInput(input),
+		rego.EvalExternalCancel(halt),
+		rego.EvalMetrics(metrics.NoOp()),
+	)
 }
 
 // objects returns input.object and input.oldObject, converting them from
