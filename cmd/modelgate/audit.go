@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -19,8 +21,10 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/audit"
 	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -38,7 +42,13 @@ Judges workloads that already exist with modelgate's own webhook code:
     modelgate.io/injection=enabled is a warning.
 
 With -f it audits the manifests as stored objects (kubectl get -o yaml),
-with the policies of --policies and the Configuration of --config. Without
+with the policies of --policies and the Configuration of --config.
+modelgate seals the owner labels and injection records it writes; with
+--record-key the audit verifies them as the webhook does, and without it
+it takes them as modelgate's (a record written by hand then passes).
+On a cluster the key is read from the Secret modelgate-record-key in
+--modelgate-namespace (a cluster administrator may read it); when it
+cannot be, the records are taken as stored, with a warning. Without
 -f it audits the cluster of --kubeconfig: every Pod, Deployment,
 StatefulSet, Job and CronJob (of --namespace), with the cluster's Ready
 WorkloadPolicies and the Configuration in the ConfigMap modelgate-config
@@ -63,6 +73,7 @@ type auditFlags struct {
 	systemNamespace string
 	output          string
 	failOn          string
+	recordKey       string
 }
 
 func (f *auditFlags) bind(fs *flag.FlagSet) {
@@ -75,6 +86,7 @@ func (f *auditFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.systemNamespace, "modelgate-namespace", "modelgate-system", "the namespace modelgate runs in, whose ConfigMap modelgate-config holds the Configuration")
 	fs.StringVar(&f.output, "o", "text", "output: text or json")
 	fs.StringVar(&f.failOn, "fail-on", "fail", "exit 1 on findings of this result or worse: fail (fail and error) or warn")
+	fs.StringVar(&f.recordKey, "record-key", "", "`FILE` holding modelgate's record key (the Secret modelgate-record-key's data.key, decoded), to verify the owners and injection records modelgate sealed; on a cluster it is read from the Secret when this is not given")
 }
 
 func auditCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -108,9 +120,9 @@ func auditCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err      error
 	)
 	if len(f.files) > 0 {
-		outcomes, err = f.auditManifests(ctx, stdin)
+		outcomes, err = f.auditManifests(ctx, stdin, stderr)
 	} else {
-		outcomes, err = f.auditCluster(ctx)
+		outcomes, err = f.auditCluster(ctx, stderr)
 	}
 	if err != nil {
 		return fail(err)
@@ -150,7 +162,7 @@ func (f *auditFlags) loadConfigAndPolicies(ctx context.Context) (*config.Configu
 }
 
 // auditManifests audits the objects of -f.
-func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader) ([]audit.Outcome, error) {
+func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader, stderr io.Writer) ([]audit.Outcome, error) {
 	labels, err := offline.ParseLabels(f.namespaceLabels)
 	if err != nil {
 		return nil, fmt.Errorf("--namespace-labels: %w", err)
@@ -164,6 +176,10 @@ func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader) ([]aud
 		return nil, fmt.Errorf("the manifests cannot be read:\n%w", err)
 	}
 	ns := offline.Namespaces{Default: labels, ByName: namespaceObjects(docs)}
+	trust, err := f.useRecordKey(ctx, cfg, nil, stderr)
+	if err != nil {
+		return nil, err
+	}
 	a := audit.New(cfg, offline.NewEngine(cfg, cs), ns)
 	defaultNS := f.namespace
 	if defaultNS == "" {
@@ -172,15 +188,50 @@ func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader) ([]aud
 	var out []audit.Outcome
 	for i := range docs {
 		d := &docs[i]
-		raw, err := withNamespace(d.JSON, defaultNS)
+		objects, err := listItems(d.JSON)
 		if err != nil {
 			return nil, &offline.DocumentError{Doc: d, Err: err}
 		}
-		o, err := a.Audit(ctx, raw)
-		if err != nil {
-			return nil, &offline.DocumentError{Doc: d, Err: err}
+		for j, obj := range objects {
+			raw, err := withNamespace(obj, defaultNS)
+			if err == nil {
+				raw, err = trust(raw)
+			}
+			var o audit.Outcome
+			if err == nil {
+				o, err = a.Audit(ctx, raw)
+			}
+			if err != nil {
+				if len(objects) > 1 || j > 0 {
+					err = fmt.Errorf("items[%d]: %w", j, err)
+				}
+				return nil, &offline.DocumentError{Doc: d, Err: err}
+			}
+			out = append(out, o)
 		}
-		out = append(out, o)
+	}
+	return out, nil
+}
+
+// listItems returns the items of a v1 List (what kubectl get -o yaml
+// prints for several objects), or the object itself.
+func listItems(raw []byte) ([][]byte, error) {
+	ti, err := offline.ReadTypeInfo(raw)
+	if err != nil {
+		return nil, err
+	}
+	if ti.APIVersion != "v1" || ti.Kind != "List" {
+		return [][]byte{raw}, nil
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("items: %w", err)
+	}
+	out := make([][]byte, len(list.Items))
+	for i, item := range list.Items {
+		out[i] = item
 	}
 	return out, nil
 }
@@ -204,7 +255,7 @@ func withNamespace(raw []byte, ns string) ([]byte, error) {
 }
 
 // auditCluster audits the workloads of the cluster.
-func (f *auditFlags) auditCluster(ctx context.Context) ([]audit.Outcome, error) {
+func (f *auditFlags) auditCluster(ctx context.Context, stderr io.Writer) ([]audit.Outcome, error) {
 	rc, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return nil, err
@@ -258,9 +309,17 @@ func (f *auditFlags) auditCluster(ctx context.Context) ([]audit.Outcome, error) 
 	for _, n := range nss.Items {
 		labels.ByName[n.Name] = n.Labels
 	}
+	trust, err := f.useRecordKey(ctx, cfg, c, stderr)
+	if err != nil {
+		return nil, err
+	}
 	a := audit.New(cfg, offline.NewEngine(cfg, cs), labels)
 	var out []audit.Outcome
 	err = audit.List(ctx, c, f.namespace, audit.DefaultPageSize, func(raw []byte) error {
+		raw, err := trust(raw)
+		if err != nil {
+			return err
+		}
 		o, err := a.Audit(ctx, raw)
 		if err != nil {
 			return err
@@ -269,6 +328,41 @@ func (f *auditFlags) auditCluster(ctx context.Context) ([]audit.Outcome, error) 
 		return nil
 	})
 	return out, err
+}
+
+// useRecordKey sets cfg's record key: --record-key's, else (on a cluster,
+// c not nil) the Secret's. It returns what to do to each object before
+// the audit: nothing when the key is known; when it is not, re-seal it
+// with a key of this run's, so that its records are taken as modelgate's.
+func (f *auditFlags) useRecordKey(ctx context.Context, cfg *config.Configuration, c client.Client, stderr io.Writer) (func([]byte) ([]byte, error), error) {
+	asIs := func(raw []byte) ([]byte, error) { return raw, nil }
+	if f.recordKey != "" {
+		b, err := os.ReadFile(f.recordKey)
+		if err != nil {
+			return nil, fmt.Errorf("--record-key: %w", err)
+		}
+		if cfg.RecordKey, err = seal.New(bytes.TrimSpace(b)); err != nil {
+			return nil, fmt.Errorf("--record-key %s: %w", f.recordKey, err)
+		}
+		return asIs, nil
+	}
+	if c != nil {
+		var s corev1.Secret
+		err := c.Get(ctx, client.ObjectKey{Namespace: f.systemNamespace, Name: webhook.RecordKeySecret}, &s)
+		if err == nil {
+			if cfg.RecordKey, err = seal.New(s.Data[webhook.RecordKeyField]); err == nil {
+				return asIs, nil
+			}
+		}
+		fmt.Fprintf(stderr, "modelgate audit: the record key (Secret %s/%s) cannot be read: %v; "+
+			"owners and injection records are taken as stored, not verified\n", f.systemNamespace, webhook.RecordKeySecret, err)
+	}
+	key, err := seal.New(seal.Generate())
+	if err != nil {
+		return nil, err
+	}
+	cfg.RecordKey = key
+	return func(raw []byte) ([]byte, error) { return audit.Reseal(raw, key) }, nil
 }
 
 // printFindings writes the findings, as text lines or JSON.

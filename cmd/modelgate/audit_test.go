@@ -1,9 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+
+	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 const (
@@ -81,6 +90,60 @@ func TestAuditFlags(t *testing.T) {
 		_, stderr, code := runCLI(t, "", append([]string{"audit"}, strings.Fields(args)...)...)
 		if code != 2 || !strings.Contains(stderr, want) {
 			t.Errorf("audit %s: exit status %d, stderr %q; want 2 and %q", args, code, stderr, want)
+		}
+	}
+}
+
+// TestAuditRecordKey: an object modelgate injected under another process's
+// record key is judged as injected today without --record-key (its records
+// taken as modelgate's) and with the right key, and its unverifiable
+// records count as missing with a wrong one.
+func TestAuditRecordKey(t *testing.T) {
+	cfg, err := config.Load(auditConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := seal.Generate()
+	if cfg.RecordKey, err = seal.New(secret); err != nil {
+		t.Fatal(err)
+	}
+	a, err := offline.NewAdmitter(cfg, offline.NewEngine(cfg, nil),
+		offline.Namespaces{Default: map[string]string{"modelgate.io/team": "research"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := offline.SplitDocuments("in", []byte(readFile(t, auditGolden+"vllm-deployment-hf.in.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Admit(context.Background(), offline.Request{Object: in[0].JSON, Namespace: "ml-research",
+		User: authenticationv1.UserInfo{Username: "alice@example.com"}})
+	if err != nil || !out.Mutated {
+		t.Fatalf("admitting: %v, mutated %v", err, out.Mutated)
+	}
+	dir := t.TempDir()
+	obj, right, wrong := filepath.Join(dir, "obj.json"), filepath.Join(dir, "right"), filepath.Join(dir, "wrong")
+	list := filepath.Join(dir, "list.json") // as kubectl get -o json prints several objects
+	listed := []byte(`{"apiVersion":"v1","kind":"List","items":[` + string(out.Object) + `,` + string(out.Object) + `]}`)
+	for file, data := range map[string][]byte{obj: out.Object, right: secret, wrong: seal.Generate(), list: listed} {
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"audit", "--config", auditConfig, "--namespace-labels", "modelgate.io/team=research", "-f", obj}
+	for name, tc := range map[string]struct {
+		key  []string
+		want string
+		code int
+	}{
+		"no key":    {nil, "1 workloads audited: 0 failures, 0 warnings, 0 errors\n", 0},
+		"right key": {[]string{"--record-key", right}, "1 workloads audited: 0 failures, 0 warnings, 0 errors\n", 0},
+		"wrong key": {[]string{"--record-key", wrong}, "[modelgate-injection] opted in but carries no injection", 1},
+		"a List":    {[]string{"-f", list}, "3 workloads audited: 0 failures, 0 warnings, 0 errors\n", 0},
+	} {
+		stdout, stderr, code := runCLI(t, "", append(args, tc.key...)...)
+		if code != tc.code || !strings.Contains(stdout, tc.want) {
+			t.Errorf("%s: exit status %d, stdout:\n%s\nstderr:\n%s\nwant %d and %q", name, code, stdout, stderr, tc.code, tc.want)
 		}
 	}
 }
