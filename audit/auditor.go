@@ -280,6 +280,18 @@ func rollout(ref Ref) string {
 	}
 }
 
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
+}
+
 // maxPaths bounds the paths a finding names.
 const maxPaths = 5
 
@@ -305,6 +317,11 @@ func patchedPaths(resp admission.Response) []string {
 			out = append(out, p)
 		}
 	}
+	// What the injection does to the pod spec tells more than its records
+	// in metadata.
+	slices.SortStableFunc(out, func(a, b string) int {
+		return cmpBool(strings.Contains(a, "/metadata/"), strings.Contains(b, "/metadata/"))
+	})
 	if len(out) > maxPaths {
 		out = append(out[:maxPaths], fmt.Sprintf("and %d more", len(out)-maxPaths))
 	}
