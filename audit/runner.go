@@ -71,8 +71,10 @@ var _ manager.LeaderElectionRunnable = (*Runner)(nil)
 // replica audits.
 func (r *Runner) NeedLeaderElection() bool { return true }
 
-// Start runs a pass at once, then one every Interval, until ctx ends; and
-// one AfterChange after the policies in force change (a WorkloadPolicy
+// Start runs a pass AfterChange after it is elected (once this replica has
+// loaded the policies: a pass with none would clear the reports the last
+// leader wrote), then one every Interval, until ctx ends; and one
+// AfterChange after the policies in force change (a WorkloadPolicy
 // created, edited or deleted), but never two within AfterChange of each
 // other. A failed pass is logged and counted; the next one runs on time.
 func (r *Runner) Start(ctx context.Context) error {
@@ -82,6 +84,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	settle := r.AfterChange
 	if settle <= 0 {
 		settle = DefaultAfterChange
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(settle):
 	}
 	tick := time.NewTicker(settle / 4)
 	defer tick.Stop()

@@ -72,7 +72,7 @@ var _ = Describe("audit", func() {
 		// Its own writes (the report, the policy's status) change no policy:
 		// no pass runs until the next change or the interval.
 		passes := modelgateMetric(ctx, Default, "modelgate_audit_passes_total", map[string]string{"outcome": "ok"})
-		Expect(passes).To(BeNumerically(">=", 2))
+		Expect(passes).To(BeNumerically(">=", 1))
 		Consistently(func(g Gomega) float64 {
 			return modelgateMetric(ctx, g, "modelgate_audit_passes_total", nil)
 		}).WithContext(ctx).WithTimeout(2 * audit.DefaultAfterChange).WithPolling(time.Second).Should(Equal(passes))
