@@ -68,6 +68,13 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if o.profileDir != "" {
+		// The servers write into it when they stop; one that cannot
+		// would fail to start with nothing in the log to say why.
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
 	for _, s := range strings.Split(conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 1 {
