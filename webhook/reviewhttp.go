@@ -10,9 +10,11 @@ import (
 	"net/http"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -54,6 +56,22 @@ type envelope struct {
 	Request         *admissionv1.AdmissionRequest `json:"request,omitempty"`
 }
 
+// rawInBody decodes the review's object and old object as the bytes of the
+// body itself, not copies: the body outlives the review, and nothing
+// writes to either (TestObjectInBody checks the decoder hands out slices of
+// its input). The capacity is cut at the value's end, so an append copies.
+// A null leaves Raw empty, as RawExtension's own UnmarshalJSON does.
+var rawInBody = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, re *runtime.RawExtension) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	if v.Kind() != 'n' {
+		re.Raw = v[:len(v):len(v)]
+	}
+	return nil
+}))
+
 // ServeHTTP implements http.Handler.
 func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := reviewBody(r)
@@ -66,7 +84,7 @@ func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ar envelope
-	if err := jsonv2.Unmarshal(body, &ar); err != nil {
+	if err := jsonv2.Unmarshal(body, &ar, rawInBody); err != nil {
 		h.fail(w, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", steadyError{err}))
 		return
 	}

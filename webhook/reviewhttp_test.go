@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -204,4 +205,31 @@ func FuzzReviewHTTP(f *testing.F) {
 			t.Fatalf("answer %s\nadmission.Webhook's %s", got, want)
 		}
 	})
+}
+
+// TestObjectInBody: the review's object and old object are the body's own
+// bytes, not copies (rawInBody relies on the decoder handing out slices of
+// its input: were that to change, this fails before anything is
+// corrupted), and a null old object stays empty.
+func TestObjectInBody(t *testing.T) {
+	body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",` +
+		`"object":{"kind":"Pod","metadata":{"name":"p"}},"oldObject":null}}`)
+	var ar envelope
+	if err := jsonv2.Unmarshal(body, &ar, rawInBody); err != nil {
+		t.Fatal(err)
+	}
+	raw := ar.Request.Object.Raw
+	if want := `{"kind":"Pod","metadata":{"name":"p"}}`; string(raw) != want {
+		t.Fatalf("object = %s, want %s", raw, want)
+	}
+	start := bytes.Index(body, raw)
+	if &raw[0] != &body[start] {
+		t.Error("the object is a copy of the body's bytes")
+	}
+	if cap(raw) != len(raw) {
+		t.Errorf("cap %d > len %d: an append would write into the body", cap(raw), len(raw))
+	}
+	if ar.Request.OldObject.Raw != nil {
+		t.Errorf("oldObject null = %q, want empty", ar.Request.OldObject.Raw)
+	}
 }
