@@ -72,6 +72,8 @@ type Cluster struct {
 	// Developer is Options.User's configuration, and Kubeconfig its file.
 	Developer  *rest.Config
 	Kubeconfig string
+	// Configuration is the file modelgate serves with.
+	Configuration string
 	// Nodes are the fake nodes, as registered.
 	Nodes []*corev1.Node
 	// LogDir holds every component's log.
@@ -235,6 +237,7 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	if err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, o.Configure); err != nil {
 		return err
 	}
+	c.Configuration = cfgPath
 	p, err := startProcess("modelgate", o.Modelgate, []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
 		filepath.Join(c.LogDir, "modelgate.log"), o.ModelgateOutput)
 	if err != nil {

@@ -1,7 +1,11 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os/exec"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -68,6 +72,21 @@ var _ = Describe("audit", func() {
 			g.Expect(got.Status.Audit.Fail).To(Equal(int32(1)))
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("policy created to PolicyReport", time.Since(start).Round(time.Second).String())
+
+		// modelgate audit, the binary, on the cluster says the same: it
+		// reads the cluster's policies and record key as its developer,
+		// with modelgate's Configuration.
+		cmd := exec.CommandContext(ctx, modelgatePath, "audit", "--kubeconfig", gpuCluster.Kubeconfig,
+			"--config", gpuCluster.Configuration, "--namespace", ns)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		var exit *exec.ExitError
+		Expect(errors.As(err, &exit)).To(BeTrue(), "modelgate audit: %v\n%s", err, stderr.String())
+		Expect(exit.ExitCode()).To(Equal(1), stderr.String())
+		Expect(stderr.String()).To(BeEmpty(), "the record key is read and verifies the injection")
+		Expect(stdout.String()).To(Equal(fmt.Sprintf("FAIL  Deployment %s/llm [%s] Deployment llm may not serve here\n"+
+			"1 workloads audited: 1 failures, 0 warnings, 0 errors\n", ns, wp.Name)))
 
 		// Its own writes (the report, the policy's status) change no policy:
 		// no pass runs until the next change or the interval.
