@@ -117,12 +117,12 @@ func admitted(t *testing.T, cfg *config.Configuration, e *policies.Engine, raw [
 	return out
 }
 
-// rules returns the findings of a policy as "rule: message", but the
+// rules returns the injection's findings as "rule: message", but the
 // mutating webhook's warnings.
-func rules(o Outcome, policy string) []string {
+func rules(o Outcome) []string {
 	var out []string
 	for _, f := range o.Findings {
-		if f.Policy == policy && f.Rule != "warning" {
+		if f.Policy == InjectionPolicy && f.Rule != "warning" {
 			out = append(out, f.Rule+": "+f.Message)
 		}
 	}
@@ -149,15 +149,15 @@ func TestInjection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if o.Skipped != "" || len(rules(o, InjectionPolicy)) > 0 {
-				t.Errorf("injected today: skipped %q, findings %q; want none", o.Skipped, rules(o, InjectionPolicy))
+			if o.Skipped != "" || len(rules(o)) > 0 {
+				t.Errorf("injected today: skipped %q, findings %q; want none", o.Skipped, rules(o))
 			}
 
 			o, err = now.Audit(ctx, raw)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := rules(o, InjectionPolicy)
+			got := rules(o)
 			if len(got) != 1 || !strings.HasPrefix(got[0], "missing: opted in but carries no injection") || o.Worst() != Fail {
 				t.Errorf("as written: findings %q, worst %q; want one missing injection, fail", got, o.Worst())
 			}
@@ -167,7 +167,7 @@ func TestInjection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got = rules(o, InjectionPolicy)
+			got = rules(o)
 			// Only where modelgate's loader runs, and on a template: a
 			// Pod's or a Job's spec cannot change, and the webhook leaves
 			// it alone on an UPDATE.
@@ -302,7 +302,7 @@ func TestForgedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rules(o, InjectionPolicy); len(got) != 1 || !strings.HasPrefix(got[0], "missing: ") {
+	if got := rules(o); len(got) != 1 || !strings.HasPrefix(got[0], "missing: ") {
 		t.Errorf("forged record: findings %q, want one missing injection", got)
 	}
 
@@ -311,7 +311,7 @@ func TestForgedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rules(o, InjectionPolicy); len(got) > 0 {
+	if got := rules(o); len(got) > 0 {
 		t.Errorf("sealed injection of today: findings %q, want none", got)
 	}
 }

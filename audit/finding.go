@@ -74,10 +74,10 @@ type Outcome struct {
 func (o *Outcome) Worst() Result {
 	worst := Result("")
 	for _, f := range o.Findings {
-		switch {
-		case f.Result == Fail || f.Result == Error:
+		switch f.Result {
+		case Fail, Error:
 			return f.Result
-		case f.Result == Warn:
+		case Warn:
 			worst = Warn
 		}
 	}

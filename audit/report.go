@@ -20,10 +20,11 @@ const (
 	ReportName = "modelgate-audit"
 	// Source is the results' source.
 	Source = "modelgate"
-	// ManagedByLabel marks modelgate's reports, so that it finds (and
-	// removes) only its own.
+	// ManagedByLabel is the label that, set to ManagedBy, marks
+	// modelgate's reports, so that it finds (and empties) only its own.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedBy      = "modelgate"
+	// ManagedBy is ManagedByLabel's value on modelgate's reports.
+	ManagedBy = "modelgate"
 	// TruncatedAnnotation says how many results a report leaves out.
 	TruncatedAnnotation = "modelgate.io/audit-results-left-out"
 	// DefaultMaxResults bounds the results of one report: an object stays

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -220,7 +221,7 @@ func (r *Runner) writeStatuses(ctx context.Context, outcomes []Outcome, now time
 		wp := &wps.Items[i]
 		s := counts[wp.Name]
 		want := &policyv1.AuditStatus{LastAuditTime: metav1.NewTime(now.Truncate(time.Second)),
-			Fail: int32(s.Fail), Warn: int32(s.Warn), Error: int32(s.Error), Pass: int32(s.Pass)}
+			Fail: clamp32(s.Fail), Warn: clamp32(s.Warn), Error: clamp32(s.Error), Pass: clamp32(s.Pass)}
 		// A merge patch of status.audit alone: the policy controller's
 		// conditions are not touched, and no resourceVersion is needed.
 		patch := fmt.Appendf(nil, `{"status":{"audit":{"lastAuditTime":%q,"fail":%d,"warn":%d,"error":%d,"pass":%d}}}`,
@@ -231,6 +232,9 @@ func (r *Runner) writeStatuses(ctx context.Context, outcomes []Outcome, now time
 	}
 	return errors.Join(errs...)
 }
+
+// clamp32 is n as an int32, at most MaxInt32.
+func clamp32(n int) int32 { return int32(min(n, math.MaxInt32)) } //nolint:gosec // clamped above.
 
 var (
 	metricsOnce sync.Once

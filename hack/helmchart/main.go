@@ -156,7 +156,7 @@ func run(root string) error {
 	if err := os.RemoveAll(out); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o755); err != nil { //nolint:gosec // a folder of the repository, read by everyone
 		return err
 	}
 	for _, f := range files {
@@ -164,7 +164,7 @@ func run(root string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
-		if err := os.WriteFile(filepath.Join(out, f.name), text, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(out, f.name), text, 0o644); err != nil { //nolint:gosec // a file of the repository, read by everyone
 			return err
 		}
 	}
@@ -172,14 +172,14 @@ func run(root string) error {
 		"config/manager/configuration.yaml": "charts/modelgate/files/configuration.yaml",
 		"config/prometheus/dashboard.json":  "charts/modelgate/files/dashboard.json",
 	} {
-		b, err := os.ReadFile(filepath.Join(root, src))
+		b, err := os.ReadFile(filepath.Join(root, src)) //nolint:gosec // a fixed file of the repository
 		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, dst)), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, dst)), 0o755); err != nil { //nolint:gosec // a folder of the repository
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(root, dst), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(root, dst), b, 0o644); err != nil { //nolint:gosec // a file of the repository
 			return err
 		}
 	}
@@ -272,10 +272,10 @@ func (f file) render() ([]byte, error) {
 		text = marked.ReplaceAllStringFunc(text, func(line string) string {
 			m := marked.FindStringSubmatch(line)
 			indent := len(m[1])
-			switch {
-			case m[2] == labelsMark:
+			switch m[2] {
+			case labelsMark:
 				return fmt.Sprintf("%s{{- include \"modelgate.labels\" . | nindent %d }}\n", m[1], indent)
-			case m[2] == annotationMark:
+			case annotationMark:
 				return fmt.Sprintf("%s{{- include \"modelgate.caInjection\" . | nindent %d }}\n", m[1], indent)
 			default:
 				return fmt.Sprintf("%s{{- include \"modelgate.caBundle\" . | nindent %d }}\n", m[1], indent)
