@@ -7,17 +7,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
 )
-
-// sealedMetadata are where a workload carries metadata modelgate seals:
-// its own and its pod templates'.
-var sealedMetadata = [][]string{
-	{"metadata"},
-	{"spec", "template", "metadata"},
-	{"spec", "jobTemplate", "metadata"},
-	{"spec", "jobTemplate", "spec", "template", "metadata"},
-}
 
 // Reseal returns the object with every seal it carries replaced by key's
 // seal of the same metadata: the records and owners it holds are then
@@ -30,13 +22,14 @@ func Reseal(raw []byte, key *seal.Key) ([]byte, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, fmt.Errorf("reading the object: %w", err)
 	}
-	ns, _ := lookupString(obj, "metadata", "namespace")
+	var ns string
+	if m, ok := obj["metadata"].(map[string]any); ok {
+		ns, _ = m["namespace"].(string)
+	}
 	changed := false
-	for _, path := range sealedMetadata {
-		m, ok := lookup(obj, path...).(map[string]any)
-		if !ok {
-			continue
-		}
+	// A workload carries the metadata modelgate seals on itself and on its
+	// pod templates.
+	for m := range offline.Metadata(obj) {
 		ann, _ := m["annotations"].(map[string]any)
 		if _, sealed := ann[annotations.Seal]; !sealed {
 			continue
@@ -47,7 +40,7 @@ func Reseal(raw []byte, key *seal.Key) ([]byte, error) {
 		}
 		var meta metav1.ObjectMeta
 		if err := json.Unmarshal(b, &meta); err != nil {
-			return nil, fmt.Errorf("reading %v: %w", path, err)
+			return nil, fmt.Errorf("reading metadata: %w", err)
 		}
 		ann[annotations.Seal] = key.Sign(ns, &meta)
 		changed = true
@@ -56,21 +49,4 @@ func Reseal(raw []byte, key *seal.Key) ([]byte, error) {
 		return raw, nil
 	}
 	return json.Marshal(obj)
-}
-
-// lookup walks nested objects; nil when a step is missing.
-func lookup(v any, path ...string) any {
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
-
-func lookupString(v any, path ...string) (string, bool) {
-	s, ok := lookup(v, path...).(string)
-	return s, ok
 }

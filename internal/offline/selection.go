@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/modelgate/modelgate/api/annotations"
@@ -73,11 +74,23 @@ var (
 	}
 )
 
+// Metadata yields each metadata object of a decoded object: its own and its
+// pod templates' (a Deployment's, a CronJob's job template's and that
+// template's pod template), where present.
+func Metadata(o map[string]any) iter.Seq[map[string]any] {
+	return func(yield func(map[string]any) bool) {
+		for _, p := range metaPaths {
+			if m, ok := lookup(o, p...).(map[string]any); ok && !yield(m) {
+				return
+			}
+		}
+	}
+}
+
 // injectValue reports whether any metadata carries modelgate.io/inject
 // with a value that satisfies match.
 func injectValue(o map[string]any, match func(string) bool) bool {
-	for _, p := range metaPaths {
-		m, _ := lookup(o, p...).(map[string]any)
+	for m := range Metadata(o) {
 		ann, _ := m["annotations"].(map[string]any)
 		if v, ok := ann[annotations.Inject].(string); ok && match(v) {
 			return true
