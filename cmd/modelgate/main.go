@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,4 +69,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "modelgate: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+}
+
+// parseFlags parses a subcommand's flags. When it returns false the
+// subcommand exits with code: 0 after -h (the flag package printed the
+// usage), 2 after a bad flag (it printed the error and the usage).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
 }

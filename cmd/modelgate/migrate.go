@@ -34,11 +34,8 @@ func migrateCmd(args []string, stdout, stderr io.Writer) int {
 	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig; in-cluster or $KUBECONFIG when empty")
 	crd := fs.String("crd", "aiinferences.serving.modelgate.io", "the CustomResourceDefinition whose objects are rewritten")
 	prune := fs.Bool("prune-stored-versions", false, "set status.storedVersions to the storage version once every object is rewritten")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "modelgate migrate: unexpected arguments %v\n", fs.Args())

@@ -83,11 +83,8 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var f renderFlags
 	f.bind(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "modelgate render: %s\n", indentRest(err.Error(), "  "))
