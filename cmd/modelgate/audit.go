@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -85,7 +84,7 @@ func (f *auditFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.systemNamespace, "modelgate-namespace", "modelgate-system", "the namespace modelgate runs in, whose ConfigMap modelgate-config holds the Configuration")
 	fs.StringVar(&f.output, "o", "text", "output: text or json")
 	fs.StringVar(&f.failOn, "fail-on", "fail", "exit 1 on findings of this result or worse: fail (fail and error) or warn")
-	fs.StringVar(&f.recordKey, "record-key", "", "`FILE` holding modelgate's record key (the Secret modelgate-record-key's data.key, decoded), to verify the owners and injection records modelgate sealed; on a cluster it is read from the Secret when this is not given")
+	fs.StringVar(&f.recordKey, "record-key", "", "`FILE` holding modelgate's record key, byte for byte (the Secret modelgate-record-key's data.key, base64-decoded), to verify the owners and injection records modelgate sealed; on a cluster it is read from the Secret when this is not given")
 }
 
 func auditCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -337,7 +336,7 @@ func (f *auditFlags) useRecordKey(ctx context.Context, cfg *config.Configuration
 		if err != nil {
 			return nil, fmt.Errorf("--record-key: %w", err)
 		}
-		if cfg.RecordKey, err = seal.New(bytes.TrimSpace(b)); err != nil {
+		if cfg.RecordKey, err = seal.New(b); err != nil {
 			return nil, fmt.Errorf("--record-key %s: %w", f.recordKey, err)
 		}
 		return asIs, nil
