@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -143,8 +144,12 @@ func (a *Auditor) Audit(ctx context.Context, raw []byte) (Outcome, error) {
 	}
 	out.Findings = append(out.Findings, f...)
 
+	// Decoded once for the opt-in checks and the selection of the
+	// validating webhook's match conditions, as SentToPolicies decodes.
 	var obj map[string]any
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&obj); err != nil {
 		return Outcome{}, fmt.Errorf("reading the object: %w", err)
 	}
 	if nsLabels[annotations.NamespaceInjection] == annotations.InjectionEnabled &&
@@ -158,9 +163,7 @@ func (a *Auditor) Audit(ctx context.Context, raw []byte) (Outcome, error) {
 	}
 
 	// The policies: would the object be admitted if it were created now?
-	if sent, _, err := offline.SentToPolicies(raw, nsLabels, a.gpuResource); err != nil {
-		return Outcome{}, err
-	} else if sent {
+	if sent, _ := offline.SentToPoliciesDecoded(obj, nsLabels, a.gpuResource); sent {
 		create := req
 		create.Operation = admissionv1.Create
 		d, judged, resp := a.validating.Judge(ctx, create)

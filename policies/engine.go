@@ -178,8 +178,11 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	// The combinable policies that apply go first, together in one query
 	// when it is prepared, with half their share of the time: when it
 	// fails they are evaluated again one by one with what is left.
-	applies := func(i int) bool { _, ok := slices.BinarySearch(matched, i); return ok }
-	if members := set.combinableMembers(applies); !e.separate && len(members) > 1 {
+	var members []int
+	if !e.separate {
+		members = set.combinableMembers(func(i int) bool { _, ok := slices.BinarySearch(matched, i); return ok })
+	}
+	if len(members) > 1 {
 		if q := set.combinedQuery(members); q != nil {
 			budget := time.Until(deadline) * time.Duration(len(members)) / time.Duration(2*len(matched))
 			if out, ok := e.evaluateCombined(ctx, budget, &current, set, q, in); ok {

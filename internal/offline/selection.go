@@ -43,19 +43,28 @@ func SentToPolicies(obj []byte, nsLabels map[string]string, gpuResource string) 
 	if err := d.Decode(&o); err != nil {
 		return false, "", fmt.Errorf("reading the object: %w", err)
 	}
+	ok, why := SentToPoliciesDecoded(o, nsLabels, gpuResource)
+	return ok, why, nil
+}
+
+// SentToPoliciesDecoded is SentToPolicies for an object already decoded.
+func SentToPoliciesDecoded(o map[string]any, nsLabels map[string]string, gpuResource string) (bool, string) {
+	if nsLabels[PolicyScopeLabel] == PolicyScopeAll {
+		return true, ""
+	}
 	if requestsGPUs(o, gpuResource) {
-		return true, "", nil
+		return true, ""
 	}
 	if nsLabels[annotations.NamespaceInjection] == annotations.InjectionEnabled {
 		if injectValue(o, func(v string) bool { return v == "false" }) {
-			return false, `not sent to the policies: opted out with modelgate.io/inject: "false" and requests no GPUs`, nil
+			return false, `not sent to the policies: opted out with modelgate.io/inject: "false" and requests no GPUs`
 		}
-		return true, "", nil
+		return true, ""
 	}
 	if injectValue(o, func(v string) bool { return v != "false" }) {
-		return true, "", nil
+		return true, ""
 	}
-	return false, "not sent to the policies: not opted in and requests no GPUs", nil
+	return false, "not sent to the policies: not opted in and requests no GPUs"
 }
 
 // metaPaths and specPaths are where the match conditions look for
