@@ -208,10 +208,7 @@ func (s *Set) combinedQuery(members []int) *combinedQuery {
 		cb.mu.Lock()
 		defer cb.mu.Unlock()
 		cb.preparing = false
-		if cb.queries == nil {
-			cb.queries = map[string]*combinedQuery{}
-		}
-		cb.queries[key] = q // nil when it cannot be prepared: not tried again
+		cb.store(key, q) // nil when it cannot be prepared: not tried again
 	}()
 	return nil
 }
@@ -261,6 +258,12 @@ func (s *Set) Prepare(ctx context.Context) {
 	q := s.prepareCombined(ctx, members)
 	cb.mu.Lock()
 	defer cb.mu.Unlock()
+	cb.store(key, q)
+}
+
+// store keeps the query of key, unless one is kept already or the bound is
+// reached. The caller holds mu.
+func (cb *combined) store(key string, q *combinedQuery) {
 	if cb.queries == nil {
 		cb.queries = map[string]*combinedQuery{}
 	}
