@@ -20,11 +20,14 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+# easyjson's generator is built at the version go.mod pins for its runtime.
+EASYJSON_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/mailru/easyjson 2>/dev/null)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+EASYJSON ?= $(LOCALBIN)/easyjson-$(EASYJSON_VERSION)
 
 ## kube-apiserver and etcd for envtest and `make run`, built from source by
 ## hack/envtest (no binary downloads). A KUBEBUILDER_ASSETS you set wins.
@@ -106,8 +109,9 @@ configurations: ## Write config/default's and config/self-managed's configuratio
 	done
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
+generate: $(CONTROLLER_GEN) $(EASYJSON) ## Generate deepcopy code for the API types and the validating webhook's decoders (webhook/viewtypes.go).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="$(API_PATHS)"
+	cd webhook && $(EASYJSON) -no_std_marshalers viewtypes.go
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -124,7 +128,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 .PHONY: verify
 verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deepcopy, webhook, RBAC, Configurations) are stale, an install does not render, or code is not gofmt'ed.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
-	@git diff --exit-code -- config api charts || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@git diff --exit-code -- config api charts webhook/viewtypes_easyjson.go || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- config api charts)" || { git status --porcelain -- config api charts; echo "untracked generated files: commit them"; exit 1; }
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }
@@ -327,6 +331,9 @@ $(ENVTEST_BUILT_DIR)/kubectl: hack/envtest/go.mod hack/envtest/go.sum
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(LOCALBIN)/.tmp/controller-gen $@
+
+$(EASYJSON):
+	$(GO) build -o $@ github.com/mailru/easyjson/easyjson
 
 $(KUSTOMIZE):
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)

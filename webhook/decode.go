@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
 )
 
@@ -142,86 +140,14 @@ func (e steadyError) Error() string {
 
 func (e steadyError) Unwrap() error { return e.err }
 
-// validateDecoding is how the validating webhook decodes objects: without
-// metadata.managedFields, which the API server sends, which can be as large
-// as the rest of the object, and which nothing the policies see is built
-// from (input.object is the raw object, whole); with annotations, when no
-// policy in force can read them (in the view or in input.object), only as
-// onlyModelgateAnnotations keeps them.
-func validateDecoding(annotationsRead bool) jsonv2.Options {
-	if annotationsRead {
-		return skipManagedFields
-	}
-	return skipManagedFieldsAndAnnotations
-}
-
-var (
-	skipManagedFields               = jsonv2.WithUnmarshalers(managedFieldsSkipped)
-	skipManagedFieldsAndAnnotations = jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(managedFieldsSkipped, onlyModelgateAnnotations))
-)
+// skipManagedFields decodes without metadata.managedFields, which the API
+// server sends, which can be as large as the rest of the object, and which
+// nothing the policies see is built from: the validating webhook's
+// decoding when a policy reads the raw object (judgedDecoding).
+var skipManagedFields = jsonv2.WithUnmarshalers(managedFieldsSkipped)
 
 // managedFieldsSkipped checks metadata.managedFields as JSON and skips it:
 // the field stays empty.
 var managedFieldsSkipped = jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ *[]metav1.ManagedFieldsEntry) error {
 	return dec.SkipValue()
 })
-
-// onlyModelgateAnnotations decodes the annotations of an object's metadata
-// and of its templates' with only the modelgate.io/ keys: the others'
-// values are checked as JSON and skipped, never unquoted or allocated. The
-// validating webhook decodes with it when no policy in force reads the
-// annotations: its own reads (settings, the injection record, the seal)
-// are all modelgate.io/ keys, and a kubectl last-applied-configuration,
-// as large as the object, then costs a scan instead of a copy.
-var onlyModelgateAnnotations = jsonv2.UnmarshalFromFunc(
-	func(dec *jsontext.Decoder, m *map[string]string) error {
-		if !strings.HasSuffix(string(dec.StackPointer()), "metadata/annotations") {
-			return errors.ErrUnsupported // any other map: the default decoding
-		}
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		switch tok.Kind() {
-		case 'n':
-			*m = nil
-			return nil
-		case '{':
-			if *m == nil {
-				*m = map[string]string{}
-			}
-		default:
-			return fmt.Errorf("annotations: want an object, got %s", tok.Kind())
-		}
-		for dec.PeekKind() != '}' {
-			name, err := dec.ReadToken()
-			if err != nil {
-				return err
-			}
-			key := name.String()
-			if !strings.HasPrefix(key, annotations.Prefix) {
-				// Checked as the default decoding would, not copied.
-				if k := dec.PeekKind(); k != '"' && k != 'n' {
-					return fmt.Errorf("annotation %s: want a string, got %s", key, k)
-				}
-				if err := dec.SkipValue(); err != nil {
-					return err
-				}
-				continue
-			}
-			val, err := dec.ReadToken()
-			if err != nil {
-				return err
-			}
-			switch val.Kind() {
-			case '"':
-				(*m)[key] = val.String()
-			case 'n': // as the default decoding: null is the zero value
-				(*m)[key] = ""
-			default:
-				return fmt.Errorf("annotation %s: want a string, got %s", key, val.Kind())
-			}
-		}
-		_, err = dec.ReadToken()
-		return err
-	})

@@ -15,12 +15,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/mutators"
+	pworkload "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -101,8 +104,9 @@ func FuzzDecodeAsTheAPIServer(f *testing.F) {
 		}
 		for gvk := range decoders {
 			sameDecode(t, gvk, raw)
-			sameDecodeSkipping(t, gvk, raw, false)
-			sameDecodeSkipping(t, gvk, raw, true)
+			sameDecodeSkipping(t, gvk, raw)
+			sameView(t, gvk, raw, false)
+			sameView(t, gvk, raw, true)
 		}
 	})
 }
@@ -189,15 +193,14 @@ func modelgateOnly(m map[string]string) map[string]string {
 	return out
 }
 
-// sameDecodeSkipping: as the validating webhook decodes (validateDecoding),
-// the object decodes as the reference does but for metadata.managedFields,
-// left empty, and, unless annotationsRead, the annotations of its metadata
-// and its templates', which keep only the modelgate.io/ keys; every other
-// map (labels, node selectors, limits) is whole. Skipping managedFields
-// accepts a malformed entry the default decoding refuses: nothing reads it.
-func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, annotationsRead bool) {
+// sameDecodeSkipping: as the validating webhook decodes when a policy
+// reads the raw object (judgedDecoding), the object decodes as the
+// reference does but for metadata.managedFields, left empty. Skipping
+// managedFields accepts a malformed entry the default decoding refuses:
+// nothing reads it.
+func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	t.Helper()
-	got, err := decoders[gvk](raw, validateDecoding(annotationsRead))
+	got, err := judgedDecoding(true, true)(gvk, raw)
 	ref, rerr := decoders[gvk](raw)
 	switch {
 	case rerr != nil && err == nil && strings.Contains(rerr.Error(), "/metadata/managedFields"):
@@ -209,15 +212,84 @@ func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, a
 	case err != nil:
 		return
 	}
-	eachObjectMeta(reflect.ValueOf(ref.obj), func(m *metav1.ObjectMeta) {
-		m.ManagedFields = nil
-		if !annotationsRead {
+	eachObjectMeta(reflect.ValueOf(ref.obj), func(m *metav1.ObjectMeta) { m.ManagedFields = nil })
+	if diff := cmp.Diff(ref.obj, got.obj); diff != "" {
+		t.Fatalf("%s: %q decodes differently (-default +skipping):\n%s", gvk.Kind, raw, diff)
+	}
+}
+
+// sameView: as the validating webhook decodes when no policy reads the raw
+// object (viewDecoders), the object gives the policies what the whole
+// object decoded as the API server does gives them: the same view, the
+// same settings, the same serving container, the same metadata for the
+// seal and the Pod UPDATE check; unless annotationsRead, with only the
+// modelgate.io/ annotations. The view decoding may accept what the whole
+// decoding refuses in a field it does not read, never the reverse.
+func sameView(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, annotationsRead bool) {
+	t.Helper()
+	got, err := judgedDecoding(annotationsRead, false)(gvk, raw)
+	ref, rerr := decoders[gvk](raw, skipManagedFields)
+	switch {
+	case rerr == nil && err != nil:
+		t.Fatalf("%s: refused %q, which the whole decoding accepts: %v", gvk.Kind, raw, err)
+	case rerr != nil || err != nil:
+		return
+	}
+	if !annotationsRead {
+		for _, m := range ref.target.Metas() {
 			m.Annotations = modelgateOnly(m.Annotations)
 		}
-	})
-	if diff := cmp.Diff(ref.obj, got.obj); diff != "" {
-		t.Fatalf("%s: %q decodes differently (-default, filtered +skipping):\n%s", gvk.Kind, raw, diff)
 	}
+	if diff := cmp.Diff(judgedParts(t, ref), judgedParts(t, got), samePath); diff != "" {
+		t.Fatalf("%s: %q is judged on different parts (-whole +view):\n%s", gvk.Kind, raw, diff)
+	}
+}
+
+// samePath compares field paths by what they say.
+var samePath = cmp.Comparer(func(a, b *field.Path) bool { return a.String() == b.String() })
+
+// judged is what the validating webhook reads of a decoded object.
+type judged struct {
+	View     *pworkload.View
+	Settings annotations.Settings
+	Serving  int
+	Metas    []judgedMeta
+}
+
+type judgedMeta struct {
+	Name, GenerateName, Namespace string
+	Deleting                      *metav1.Time
+	Labels, Annotations           map[string]string
+}
+
+func judgedParts(t *testing.T, d *decoded) judged {
+	t.Helper()
+	settings, _ := annotations.Parser{}.Parse(d.annotationSources()...)
+	paths := d.annotationPaths()
+	serving, _ := mutators.ResolveContainer(d.target.PodSpec, settings, "nvidia.com/gpu", paths[len(paths)-1])
+	out := judged{
+		View: pworkload.Build(pworkload.Source{
+			Kind: d.target.Kind, Object: d.target.Object, PodMeta: d.target.PodMeta(), PodSpec: d.target.PodSpec,
+			Settings: settings, GPU: pworkload.GPUKeys{ResourceName: "nvidia.com/gpu", ProductLabel: "nvidia.com/gpu.product", MemoryLabel: "nvidia.com/gpu.memory"},
+			Sealed: true,
+		}),
+		Settings: settings,
+		Serving:  serving,
+	}
+	for _, m := range d.target.Metas() {
+		out.Metas = append(out.Metas, judgedMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
+			Deleting: m.DeletionTimestamp, Labels: orEmptyMap(m.Labels), Annotations: orEmptyMap(m.Annotations)})
+	}
+	return out
+}
+
+// orEmptyMap is m, or an empty map for nil: a Pod UPDATE compares the two
+// objects decoded the same way, so the difference never shows.
+func orEmptyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // eachObjectMeta calls f on every ObjectMeta in v: the object's, its
@@ -246,12 +318,13 @@ func eachObjectMeta(v reflect.Value, f func(*metav1.ObjectMeta)) {
 }
 
 // TestValidateDecoding: the validating webhook's decoding keeps the
-// modelgate.io/ annotations and every other field but managedFields.
+// modelgate.io/ annotations, every label and what the view reads.
 func TestValidateDecoding(t *testing.T) {
+	deployment := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 	big := strings.Repeat(`\"x\"`, 1000)
 	raw := []byte(`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"` + big + `","modelgate.io/inject":"true","note":null},` +
-		`"labels":{"a":"b"}},"spec":{"template":{"metadata":{"annotations":{"x":"y","modelgate.io/gpu":"2"}},"spec":{"nodeSelector":{"n":"1"},"containers":[{"name":"c"}]}}}}`)
-	d, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}](raw, validateDecoding(false))
+		`"labels":{"a":"b"}},"spec":{"template":{"metadata":{"annotations":{"x":"y","modelgate.io/gpu":"2"}},"spec":{"nodeSelector":{"n":"1"},"containers":[{"name":"c","image":"i"}]}}}}`)
+	d, err := judgedDecoding(false, false)(deployment, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,15 +334,25 @@ func TestValidateDecoding(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"modelgate.io/gpu": "2"}, d.target.Templates[0].Annotations); diff != "" {
 		t.Errorf("spec.template.metadata.annotations (-want +got):\n%s", diff)
 	}
-	if d.target.Object.Labels["a"] != "b" || d.target.PodSpec.NodeSelector["n"] != "1" {
-		t.Errorf("other maps were filtered: labels %v, nodeSelector %v", d.target.Object.Labels, d.target.PodSpec.NodeSelector)
+	if d.target.Object.Labels["a"] != "b" || len(d.target.PodSpec.Containers) != 1 || d.target.PodSpec.Containers[0].Image != "i" {
+		t.Errorf("labels %v, containers %v", d.target.Object.Labels, d.target.PodSpec.Containers)
+	}
+	all, err := judgedDecoding(true, false)(deployment, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all.target.Object.Annotations; len(got) != 3 || got["note"] != "" || len(got["kubectl.kubernetes.io/last-applied-configuration"]) != 3000 {
+		t.Errorf("every annotation kept: %d, %q", len(got), got["note"])
 	}
 	for _, bad := range []string{
 		`{"metadata":{"annotations":{"x":1}}}`, `{"metadata":{"annotations":{"modelgate.io/gpu":2}}}`,
-		`{"metadata":{"annotations":[]}}`, `{"metadata":{"annotations":{"x":"a","x":"b"}}}`,
+		`{"metadata":{"annotations":[]}}`, `{"metadata":{"annotations":{"x":{"modelgate.io/gpu":"2"}}}}`,
+		`{"spec":{"template":{"spec":{"containers":[{"name":1}]}}}}`, `{"metadata":`, ``,
 	} {
-		if _, err := decoders[metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}]([]byte(bad), validateDecoding(false)); err == nil {
-			t.Errorf("%s: accepted", bad)
+		for _, annotationsRead := range []bool{false, true} {
+			if _, err := judgedDecoding(annotationsRead, false)(deployment, []byte(bad)); err == nil {
+				t.Errorf("%s: accepted", bad)
+			}
 		}
 	}
 	var inputs [][]byte
@@ -279,8 +362,9 @@ func TestValidateDecoding(t *testing.T) {
 	inputs = append(inputs, raw)
 	for _, in := range inputs {
 		for gvk := range decoders {
-			sameDecodeSkipping(t, gvk, in, false)
-			sameDecodeSkipping(t, gvk, in, true)
+			sameDecodeSkipping(t, gvk, in)
+			sameView(t, gvk, in, false)
+			sameView(t, gvk, in, true)
 		}
 	}
 }

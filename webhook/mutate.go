@@ -108,7 +108,7 @@ func (h *Mutating) Handle(ctx context.Context, req admission.Request) admission.
 }
 
 func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
-	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, true)
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, true, decodeWhole)
 	if a == nil {
 		return resp, outcome
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	jsonv2 "github.com/go-json-experiment/json"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -26,27 +26,27 @@ type admitted struct {
 // admit does what every workload handler does first: it skips operations,
 // kinds and namespaces modelgate leaves alone, decodes the object (and, with
 // withOld, the old object on UPDATE), and reads the namespace's labels from
-// the cache. opts are the decoder's (see validateDecoding). When the
-// handler has nothing more to do, admit returns nil with the answer and
-// its outcome.
-func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, opts ...jsonv2.Options) (*admitted, admission.Response, string) {
+// the cache. decode decodes a kind decoders lists: the whole object for the
+// mutating webhook (decodeWhole), what the policies read for the
+// validating one. When the handler has nothing more to do, admit returns
+// nil with the answer and its outcome.
+func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, decode decodeFunc) (*admitted, admission.Response, string) {
 	a := &admitted{op: mutators.Operation(req.Operation)}
 	if a.op != mutators.Create && a.op != mutators.Update {
 		return nil, admission.Allowed("operation not handled by modelgate"), outcomeSkipped
 	}
-	decode, ok := decoders[req.Kind]
-	if !ok {
+	if _, ok := decoders[req.Kind]; !ok {
 		return nil, admission.Allowed("kind not handled by modelgate"), outcomeSkipped
 	}
 	if excluded.Has(req.Namespace) {
 		return nil, admission.Allowed("namespace excluded"), outcomeSkipped
 	}
 	var err error
-	if a.obj, err = decode(req.Object.Raw, opts...); err != nil {
+	if a.obj, err = decode(req.Kind, req.Object.Raw); err != nil {
 		return nil, admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
 	}
 	if withOld && a.op == mutators.Update {
-		if a.old, err = decode(req.OldObject.Raw, opts...); err != nil {
+		if a.old, err = decode(req.Kind, req.OldObject.Raw); err != nil {
 			return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
 		}
 	}
@@ -57,6 +57,14 @@ func admit(ctx context.Context, req admission.Request, excluded sets.Set[string]
 		return nil, admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
 	}
 	return a, admission.Response{}, ""
+}
+
+// decodeFunc decodes an object of a kind decoders lists.
+type decodeFunc func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error)
+
+// decodeWhole decodes the whole typed object.
+func decodeWhole(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+	return decoders[gvk](raw)
 }
 
 // annotationSources are the object's metadata annotations, each with the

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -96,16 +95,18 @@ func (h *Validating) Judge(ctx context.Context, req admission.Request) (d polici
 
 func (h *Validating) judge(ctx context.Context, req admission.Request) (policies.Decision, bool, admission.Response, string) {
 	// The set in force now judges the review, and says what to decode:
-	// annotations no policy can read, in the view or in the raw object,
-	// are skipped, not copied (and then, for a Pod UPDATE, not compared).
+	// what the policies' view is built from, with only the modelgate.io/
+	// annotations unless a policy can read the others; the whole object
+	// (but managedFields) when a policy reads the raw object, so that a
+	// Pod UPDATE is compared as a whole.
 	set := h.checker.Engine.Set()
-	opts := validateDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations") || set.NeedsObjects())
-	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, opts)
+	decode := judgedDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations"), set.NeedsObjects())
+	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, decode)
 	if a == nil {
 		return policies.Decision{}, false, resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
-	if why := unjudgedPodUpdate(req, obj, opts); why != "" {
+	if why := unjudgedPodUpdate(req, obj, decode); why != "" {
 		return policies.Decision{}, false, admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
@@ -119,8 +120,8 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 // policies judge a Pod by (its spec, labels and annotations), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
-// ever. opts decode the old Pod as the new one was decoded.
-func unjudgedPodUpdate(req admission.Request, obj *decoded, opts ...jsonv2.Options) string {
+// ever. decode decodes the old Pod as the new one was decoded.
+func unjudgedPodUpdate(req admission.Request, obj *decoded, decode decodeFunc) string {
 	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Update {
 		return ""
 	}
@@ -128,7 +129,7 @@ func unjudgedPodUpdate(req admission.Request, obj *decoded, opts ...jsonv2.Optio
 	if cur.Object.DeletionTimestamp != nil {
 		return "the Pod is being deleted"
 	}
-	old, err := decoders[req.Kind](req.OldObject.Raw, opts...)
+	old, err := decode(req.Kind, req.OldObject.Raw)
 	if err != nil {
 		return "" // judged as it stands
 	}
@@ -166,6 +167,22 @@ func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[
 		UserInfo:         req.UserInfo,
 		Raw:              req.Object.Raw,
 		OldRaw:           req.OldObject.Raw,
+	}
+}
+
+// judgedDecoding is how the validating webhook decodes: what the policies'
+// view is built from (viewDecoders), every annotation kept when
+// annotationsRead, else only the modelgate.io/ ones; the whole object, but
+// for metadata.managedFields, when objectsRead (a policy reads
+// input.object or input.oldObject).
+func judgedDecoding(annotationsRead, objectsRead bool) decodeFunc {
+	if objectsRead {
+		return func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+			return decoders[gvk](raw, skipManagedFields)
+		}
+	}
+	return func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+		return viewDecoders[gvk](raw, annotationsRead)
 	}
 }
 
