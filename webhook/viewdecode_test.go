@@ -84,3 +84,16 @@ func TestViewDecodingRandomObjects(t *testing.T) {
 		})
 	}
 }
+
+// TestViewDecodersCoverDecoders: the validating webhook can decode every
+// kind admit lets through.
+func TestViewDecodersCoverDecoders(t *testing.T) {
+	for gvk := range decoders {
+		if viewDecoders[gvk] == nil {
+			t.Errorf("%v: no view decoder", gvk)
+		}
+	}
+	if len(viewDecoders) != len(decoders) {
+		t.Errorf("%d view decoders for %d kinds", len(viewDecoders), len(decoders))
+	}
+}
