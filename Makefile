@@ -20,8 +20,9 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
-# easyjson's generator is built at the version go.mod pins for its runtime.
-EASYJSON_VERSION := $(shell $(GO) list -m -f '{{.Version}}' github.com/mailru/easyjson 2>/dev/null)
+# easyjson's generator is built from the main module, so at the version
+# go.mod requires for its runtime: keep the two equal.
+EASYJSON_VERSION ?= v0.9.2
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)

@@ -3,6 +3,8 @@ package webhook
 import (
 	"encoding/json"
 	"math/rand"
+	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -95,5 +97,23 @@ func TestViewDecodersCoverDecoders(t *testing.T) {
 	}
 	if len(viewDecoders) != len(decoders) {
 		t.Errorf("%d view decoders for %d kinds", len(viewDecoders), len(decoders))
+	}
+}
+
+// TestEasyjsonVersionsAgree: `make generate` builds the generator named for
+// the version go.mod requires of easyjson's runtime.
+func TestEasyjsonVersionsAgree(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMakefile := regexp.MustCompile(`(?m)^EASYJSON_VERSION \?= (v\S+)$`).FindSubmatch(mk)
+	inGoMod := regexp.MustCompile(`(?m)^\s*github\.com/mailru/easyjson (v\S+)$`).FindSubmatch(mod)
+	if inMakefile == nil || inGoMod == nil || string(inMakefile[1]) != string(inGoMod[1]) {
+		t.Errorf("the Makefile's EASYJSON_VERSION is %q, go.mod requires %q", inMakefile, inGoMod)
 	}
 }
