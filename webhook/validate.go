@@ -117,7 +117,9 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 // unjudgedPodUpdate says why a Pod UPDATE is not judged by the policies,
 // empty when it is. Policies must not block cleanup: a Pod being deleted
 // is never judged, and neither is an update that changes nothing the
-// policies judge a Pod by (its spec, labels and annotations), such as the
+// policies judge a Pod by (what decode keeps of its spec, labels and
+// annotations: what the view is built from, or the whole object when a
+// policy reads it), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
 // ever. decode decodes the old Pod as the new one was decoded.
