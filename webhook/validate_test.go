@@ -344,4 +344,22 @@ func TestValidatingPodCleanup(t *testing.T) {
 	if resp := h.Handle(context.Background(), create(t, old, alice)); resp.Allowed {
 		t.Error("the policy does not deny the GPU Pod on CREATE: the cases above prove nothing")
 	}
+
+	// A toleration added (a Pod's tolerations may grow) is outside the
+	// view: not judged when the policies read the view only, judged when
+	// one reads the raw object, whose whole spec is then compared.
+	tolerated := pod(func(p *corev1.Pod) {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists})
+	})
+	if resp := h.Handle(context.Background(), update(t, old, tolerated, alice)); !resp.Allowed {
+		t.Errorf("a toleration added, the view only read: %+v, want allowed unjudged", resp.Result)
+	}
+	const rawReader = "package t\n\ndeny contains \"no GPU pods\" if {\n\tinput.workload.gpu.count > 0\n\tinput.object.metadata.name != \"\"\n}\n"
+	hRaw := validating(t, policies.Policy{Name: "no-gpus-raw", Module: rawReader})
+	if resp := hRaw.Handle(context.Background(), update(t, old, tolerated, alice)); resp.Allowed {
+		t.Error("a toleration added, the raw object read: allowed, want judged and denied")
+	}
+	if resp := hRaw.Handle(context.Background(), update(t, old, pod(func(p *corev1.Pod) { p.Finalizers = nil }), alice)); !resp.Allowed {
+		t.Errorf("a finalizer removed, the raw object read: %+v, want allowed unjudged", resp.Result)
+	}
 }
