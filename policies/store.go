@@ -50,16 +50,24 @@ func (s *Store) Replace(source string, cs []*Compiled) error {
 	return nil
 }
 
-// Upsert adds c, or replaces the policy of the same source and name.
-func (s *Store) Upsert(c *Compiled) {
+// Upsert adds each of cs, or replaces the policy of the same source and
+// name, and swaps the new Set in once: a replica loading its policies at
+// start puts them in force together, not one Set (and one background
+// preparation of the combined query) per policy.
+func (s *Store) Upsert(cs ...*Compiled) {
+	if len(cs) == 0 {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.sources[c.source]
-	if m == nil {
-		m = map[string]*Compiled{}
-		s.sources[c.source] = m
+	for _, c := range cs {
+		m := s.sources[c.source]
+		if m == nil {
+			m = map[string]*Compiled{}
+			s.sources[c.source] = m
+		}
+		m[c.name] = c
 	}
-	m[c.name] = c
 	s.publish()
 }
 

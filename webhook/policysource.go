@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -73,13 +74,26 @@ func (r *PolicyReconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
 // compiledNow puts c, compiled from wp, in force. From a list (listed
 // true), it does not replace what the reconciler decided since.
 func (r *PolicyReconciler) compiledNow(wp *policyv1.WorkloadPolicy, c *policies.Compiled, listed bool) {
+	r.compiledAll([]*policyv1.WorkloadPolicy{wp}, []*policies.Compiled{c}, listed)
+}
+
+// compiledAll is compiledNow for each wps[i] compiled into cs[i] (nil: it
+// did not compile), the Set swapped in once.
+func (r *PolicyReconciler) compiledAll(wps []*policyv1.WorkloadPolicy, cs []*policies.Compiled, listed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if at, ok := r.inForce[wp.Name]; listed && ok && (at.deleted || at.uid == wp.UID && at.generation >= wp.Generation) {
-		return
+	upserted := make([]*policies.Compiled, 0, len(cs))
+	for i, wp := range wps {
+		if cs[i] == nil {
+			continue
+		}
+		if at, ok := r.inForce[wp.Name]; listed && ok && (at.deleted || at.uid == wp.UID && at.generation >= wp.Generation) {
+			continue
+		}
+		upserted = append(upserted, cs[i])
+		r.record(wp.Name, compiledAt{uid: wp.UID, generation: wp.Generation})
 	}
-	r.Store.Upsert(c)
-	r.record(wp.Name, compiledAt{uid: wp.UID, generation: wp.Generation})
+	r.Store.Upsert(upserted...)
 }
 
 // dropped takes the policy out of force: deleted, or no longer compiling.
@@ -130,10 +144,15 @@ func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) er
 		if err := r.Client.List(ctx, &list); err != nil {
 			return fmt.Errorf("listing WorkloadPolicies: %w", err)
 		}
-		loaded := 0
+		wps := make([]*policyv1.WorkloadPolicy, len(list.Items))
 		for i := range list.Items {
-			if c, err := validators.CompileWorkloadPolicy(ctx, &list.Items[i]); err == nil {
-				r.compiledNow(&list.Items[i], c, true)
+			wps[i] = &list.Items[i]
+		}
+		cs := compileAll(ctx, wps)
+		r.compiledAll(wps, cs, true)
+		loaded := 0
+		for _, c := range cs {
+			if c != nil {
 				loaded++
 			}
 		}
@@ -142,6 +161,26 @@ func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) er
 		<-ctx.Done()
 		return nil
 	}
+}
+
+// compileAll compiles wps side by side, one per CPU: a starting replica
+// is Ready once they are in force. cs[i] is nil when wps[i] does not
+// compile (its status says why; the reconciler writes it).
+func compileAll(ctx context.Context, wps []*policyv1.WorkloadPolicy) []*policies.Compiled {
+	cs := make([]*policies.Compiled, len(wps))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(wps)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(wps); i = int(next.Add(1)) - 1 {
+				if c, err := validators.CompileWorkloadPolicy(ctx, wps[i]); err == nil {
+					cs[i] = c
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return cs
 }
 
 var errPoliciesNotLoaded = errors.New("WorkloadPolicies not loaded yet")

@@ -59,3 +59,41 @@ func TestInForce(t *testing.T) {
 	r.compiledNow(again, compile(again), false)
 	want("recreated, seen by the reconciler", "recreated")
 }
+
+// TestLoadAllAtOnce: the start's list is compiled side by side, each
+// result at its policy's place, one that does not compile left out; the
+// listed policies go into force together, in one Set, and the list still
+// does not put back a newer generation the reconciler has.
+func TestLoadAllAtOnce(t *testing.T) {
+	wps := nPolicies(t, 24)
+	broken := wps[5].DeepCopy()
+	broken.Spec.Rego = "package broken\n\ndeny contains msg if {\n"
+	wps[5] = broken
+	cs := compileAll(context.Background(), wps)
+	for i, c := range cs {
+		switch {
+		case i == 5 && c != nil:
+			t.Error("a policy that does not compile was compiled")
+		case i != 5 && (c == nil || c.Name() != wps[i].Name):
+			t.Errorf("cs[%d] is %v, want %s compiled", i, c, wps[i].Name)
+		}
+	}
+
+	e := policies.NewEngine(policies.Options{})
+	r := &PolicyReconciler{Store: policies.NewStore(e)}
+	newer := wps[0].DeepCopy()
+	newer.Generation = wps[0].Generation + 1
+	nc, err := validators.CompileWorkloadPolicy(context.Background(), newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.compiledNow(newer, nc, false)
+	before := e.Set()
+	r.compiledAll(wps, cs, true)
+	if e.Set() == before || e.Set().Len() != len(wps)-1 {
+		t.Fatalf("%d policies in force, want %d", e.Set().Len(), len(wps)-1)
+	}
+	if !r.isInForce(newer) {
+		t.Error("the list replaced a newer generation")
+	}
+}
