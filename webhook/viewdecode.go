@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -85,10 +86,18 @@ func unmarshalView(raw []byte, v easyjson.Unmarshaler) error {
 	if len(raw) == 0 {
 		return errEmptyObject
 	}
-	if err := easyjson.Unmarshal(raw, v); err != nil {
+	err := easyjson.Unmarshal(raw, v)
+	var lexed *jlexer.LexerError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &lexed):
+		// The lexer's message quotes the input around the error: a value
+		// nobody should find in an answer or a log.
+		return fmt.Errorf("decoding object: %s at byte %d", lexed.Reason, lexed.Offset)
+	default:
 		return fmt.Errorf("decoding object: %w", err)
 	}
-	return nil
 }
 
 // annotationsView is a metadata's annotations: every key when all is set

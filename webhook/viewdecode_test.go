@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +116,26 @@ func TestEasyjsonVersionsAgree(t *testing.T) {
 	inGoMod := regexp.MustCompile(`(?m)^\s*github\.com/mailru/easyjson (v\S+)$`).FindSubmatch(mod)
 	if inMakefile == nil || inGoMod == nil || string(inMakefile[1]) != string(inGoMod[1]) {
 		t.Errorf("the Makefile's EASYJSON_VERSION is %q, go.mod requires %q", inMakefile, inGoMod)
+	}
+}
+
+// TestViewDecodingErrorsQuoteNothing: a decoding error says what and
+// where, not the value it stopped at.
+func TestViewDecodingErrorsQuoteNothing(t *testing.T) {
+	const secret = "s3cr3t-t0ken-value"
+	deployment := metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	for _, bad := range []string{
+		`{"spec":{"template":{"spec":{"containers":[{"name":{"x":"` + secret + `"}}]}}}}`,
+		`{"metadata":{"labels":{"a":` + secret + `}}}`,
+		`{"metadata":{"name":"` + secret + `"`,
+	} {
+		_, err := judgedDecoding(false, false)(deployment, []byte(bad))
+		if err == nil {
+			t.Errorf("%s: accepted", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), secret[:6]) || !strings.HasPrefix(err.Error(), "decoding object: ") {
+			t.Errorf("%s: error %q", bad, err)
+		}
 	}
 }
