@@ -53,6 +53,7 @@ func bench(ctx context.Context, o options) error {
 	fmt.Fprintf(os.Stderr, "bench-http: servers on CPU %q, load on CPU %q, %s per cell after %s of warm-up; %s\n",
 		o.serverCPU, o.loadCPU, o.duration, o.warmup, runtime.Version())
 	results := map[string]map[int]result{}
+	rss := map[string]int64{} // each path's server's peak RSS, after its last cell
 	for i, t := range targets {
 		// A server per path, so that each path's profile is its own.
 		profile := ""
@@ -76,14 +77,16 @@ func bench(ctx context.Context, o options) error {
 			results[t.name][c] = r
 			fmt.Fprintf(os.Stderr, "  %-45s c=%-3d %8.0f rps\n", t.name, c, r.rps())
 		}
+		rss[t.name] = srv.peakRSS()
 		srv.stop()
 	}
-	return report(os.Stdout, targets, o.concurrency, results)
+	return report(os.Stdout, targets, o.concurrency, results, rss)
 }
 
 // report prints one row per path and concurrency: rps, p50, p99, errors,
-// and the ratio of its rps to the floor's at the same concurrency.
-func report(w *os.File, targets []target, conc []int, results map[string]map[int]result) error {
+// and the ratio of its rps to the floor's at the same concurrency; then
+// each path's server's peak RSS over all its cells.
+func report(w *os.File, targets []target, conc []int, results map[string]map[int]result, rss map[string]int64) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\tc\trps\tp50\tp99\terrors\tvs floor\t")
 	floor := results[targets[0].name]
@@ -94,7 +97,17 @@ func report(w *os.File, targets []target, conc []int, results map[string]map[int
 			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%s\t%d\t%.2f×\t\n", t.name, c, r.rps(), ms(r.quantile(0.50)), ms(r.quantile(0.99)), r.errors, ratio)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range targets {
+		peak := "unknown"
+		if b := rss[t.name]; b > 0 {
+			peak = fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+		}
+		fmt.Fprintf(w, "peak RSS of the server of %s: %s\n", t.name, peak)
+	}
+	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }

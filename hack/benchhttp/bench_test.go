@@ -51,3 +51,13 @@ func TestResult(t *testing.T) {
 		t.Error("quantile of nothing is not 0")
 	}
 }
+
+func TestVmHWM(t *testing.T) {
+	status := []byte("Name:\tbench-http\nVmPeak:\t 1300000 kB\nVmHWM:\t   90112 kB\nVmRSS:\t   80000 kB\n")
+	if got := vmHWM(status); got != 90112<<10 {
+		t.Errorf("VmHWM %d bytes, want %d", got, 90112<<10)
+	}
+	if got := vmHWM([]byte("Name:\tx\n")); got != 0 {
+		t.Errorf("no VmHWM: %d, want 0", got)
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -189,6 +191,30 @@ func startServer(ctx context.Context, mode, cpu, certDir, root, logPath, profile
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// peakRSS is the server's peak resident memory so far (VmHWM), in bytes;
+// 0 where /proc cannot tell.
+func (s *server) peakRSS() int64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	return vmHWM(status)
+}
+
+// vmHWM reads VmHWM (kB) from a /proc/PID/status, in bytes; 0 without it.
+func vmHWM(status []byte) int64 {
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func (s *server) stop() {
