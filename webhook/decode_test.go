@@ -266,12 +266,12 @@ func judgedParts(t *testing.T, d *decoded) judged {
 	t.Helper()
 	settings, _ := annotations.Parser{}.Parse(d.annotationSources()...)
 	paths := d.annotationPaths()
-	serving, _ := mutators.ResolveContainer(d.target.PodSpec, settings, "nvidia.com/gpu", paths[len(paths)-1])
+	gpu := gpuKeys(&config.New().Injection)
+	serving, _ := mutators.ResolveContainer(d.target.PodSpec, settings, gpu.ResourceName, paths[len(paths)-1])
 	out := judged{
 		View: pworkload.Build(pworkload.Source{
 			Kind: d.target.Kind, Object: d.target.Object, PodMeta: d.target.PodMeta(), PodSpec: d.target.PodSpec,
-			Settings: settings, GPU: pworkload.GPUKeys{ResourceName: "nvidia.com/gpu", ProductLabel: "nvidia.com/gpu.product", MemoryLabel: "nvidia.com/gpu.memory"},
-			Sealed: true,
+			Settings: settings, GPU: gpu, Sealed: true,
 		}),
 		Settings: settings,
 		Serving:  serving,

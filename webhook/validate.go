@@ -178,14 +178,26 @@ func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[
 // for metadata.managedFields, when objectsRead (a policy reads
 // input.object or input.oldObject).
 func judgedDecoding(annotationsRead, objectsRead bool) decodeFunc {
-	if objectsRead {
-		return func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-			return decoders[gvk](raw, skipManagedFields)
-		}
+	switch {
+	case objectsRead:
+		return decodeWholeButManagedFields
+	case annotationsRead:
+		return decodeViewAllAnnotations
+	default:
+		return decodeView
 	}
-	return func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-		return viewDecoders[gvk](raw, annotationsRead)
-	}
+}
+
+func decodeWholeButManagedFields(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+	return decoders[gvk](raw, skipManagedFields)
+}
+
+func decodeViewAllAnnotations(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+	return viewDecoders[gvk](raw, true)
+}
+
+func decodeView(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
+	return viewDecoders[gvk](raw, false)
 }
 
 // policyResponse turns a decision into the admission answer and its
