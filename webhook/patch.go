@@ -176,15 +176,26 @@ func mapOp(ops []jsonpatch.Operation, path string, before, after map[string]stri
 	if len(before) == 0 || len(after) == 0 {
 		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
 	}
-	for _, k := range slices.Sorted(maps.Keys(before)) {
+	// Only the keys that changed are sorted (for a stable patch): the
+	// maps' other keys, often many, cost a lookup each.
+	var removed, set []string
+	for k := range before {
 		if _, ok := after[k]; !ok {
-			ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escapePointer(k), nil))
+			removed = append(removed, k)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(after)) {
-		if v, ok := before[k]; !ok || v != after[k] {
-			ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escapePointer(k), after[k]))
+	for k, v := range after {
+		if was, ok := before[k]; !ok || was != v {
+			set = append(set, k)
 		}
+	}
+	slices.Sort(removed)
+	slices.Sort(set)
+	for _, k := range removed {
+		ops = append(ops, jsonpatch.NewOperation("remove", path+"/"+escapePointer(k), nil))
+	}
+	for _, k := range set {
+		ops = append(ops, jsonpatch.NewOperation("add", path+"/"+escapePointer(k), after[k]))
 	}
 	return ops
 }
@@ -274,9 +285,9 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 			buf.WriteByte(',')
 		}
 		buf.WriteString(`{"op":`)
-		buf.Write(strconv.AppendQuote(buf.AvailableBuffer(), op.Operation))
+		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Operation))
 		buf.WriteString(`,"path":`)
-		buf.Write(strconv.AppendQuote(buf.AvailableBuffer(), op.Path))
+		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Path))
 		if op.Operation != "remove" {
 			buf.WriteString(`,"value":`)
 			if err := enc.Encode(op.Value); err != nil {
@@ -288,6 +299,22 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 	}
 	buf.WriteByte(']')
 	return bytes.Clone(buf.Bytes()), nil
+}
+
+// appendJSONString appends s as a JSON string. A patch's operations and
+// paths are printable ASCII but for a map key the object brought, which
+// encoding/json escapes (strconv.Quote's escapes, such as \x00, are not
+// JSON).
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			b, _ := json.Marshal(s) // a string always marshals
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // buffers are reused encoding buffers.

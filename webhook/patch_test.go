@@ -82,6 +82,35 @@ func TestAppendOnlyOps(t *testing.T) {
 
 var cmpEmptyAsNil = cmp.FilterValues(func(a, b []corev1.Container) bool { return len(a) == 0 && len(b) == 0 }, cmp.Ignore())
 
+// TestAppendJSONString: every string, printable ASCII or not (control
+// characters, quotes, invalid UTF-8), is written as valid JSON that decodes
+// to what encoding/json's own encoding of it decodes to.
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "add", "/spec/template/metadata/annotations/modelgate.io~1owner", "a\x00b", "tab\there", `"quoted"`, `back\\slash`,
+		"<html>&", "é", "\u2028", "\xff\xfe", "\x7f"} {
+		got := appendJSONString([]byte("prefix:"), s)
+		if !strings.HasPrefix(string(got), "prefix:") {
+			t.Fatalf("%q: the prefix is lost: %s", s, got)
+		}
+		got = got[len("prefix:"):]
+		if !json.Valid(got) {
+			t.Errorf("%q: %s is not JSON", s, got)
+			continue
+		}
+		want, _ := json.Marshal(s)
+		var a, b string
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			t.Errorf("%q: %s decodes to %q, want %q", s, got, a, b)
+		}
+	}
+}
+
 // TestMapOpPatchesChangedKeys: a map present before and after is patched
 // key by key, with keys escaped as JSON pointer tokens (RFC 6901), so that
 // keys modelgate did not change, a large last-applied configuration among
@@ -96,6 +125,11 @@ func TestMapOpPatchesChangedKeys(t *testing.T) {
 			before:  map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "modelgate.io/owner": "bob", "a~b": "1", "gone/key": "x"},
 			after:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": big, "modelgate.io/owner": "alice", "a~b": "2", "modelgate.io/seal": "v1.x"},
 			wantOps: 4,
+		},
+		"keys JSON escapes (a control character, a quote, a backslash, non-ASCII)": {
+			before:  map[string]string{"ctl\x01key": "1", `q"uote\\`: "1", "é/ü": "1", "<kept>": "1"},
+			after:   map[string]string{"ctl\x01key": "2", `q"uote\\`: "2", "<kept>": "1"},
+			wantOps: 3,
 		},
 		"a map that appears":  {before: nil, after: map[string]string{"modelgate.io/owner": "alice"}, wantOps: 1},
 		"a map that goes":     {before: map[string]string{"modelgate.io/owner": "alice"}, after: nil, wantOps: 1},

@@ -17,10 +17,6 @@ import (
 var (
 	// bucketRE is an s3/gs bucket: lower-case DNS-ish, 3 to 63 characters.
 	bucketRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$`)
-	// hfNameRE is a Hugging Face organization or repository name.
-	hfNameRE = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$`)
-	// hfRevisionRE is a Hugging Face branch, tag or commit.
-	hfRevisionRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 	// ociRepoRE is an OCI repository: lower-case path components joined by
 	// the separators the distribution spec allows.
 	ociRepoRE = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
@@ -114,7 +110,7 @@ func parseHFURI(rest string) (ModelURI, error) {
 		return ModelURI{}, errors.New("must be hf://org/repo or hf://org/repo@revision")
 	}
 	for _, seg := range []string{org, name} {
-		if !hfNameRE.MatchString(seg) || strings.Contains(seg, "..") {
+		if !isHFName(seg) || strings.Contains(seg, "..") {
 			return ModelURI{}, fmt.Errorf("hf name %q must be at most 96 letters, digits, '.', '_' and '-', "+
 				"not starting or ending with '.' or '-' and without \"..\"", seg)
 		}
@@ -123,12 +119,54 @@ func parseHFURI(rest string) (ModelURI, error) {
 		if rev == "" {
 			return ModelURI{}, errors.New("hf revision after '@' must not be empty")
 		}
-		if len(rev) > maxRevisionLength || !hfRevisionRE.MatchString(rev) || strings.Contains(rev, "..") {
+		if len(rev) > maxRevisionLength || !isHFRevision(rev) || strings.Contains(rev, "..") {
 			return ModelURI{}, fmt.Errorf("hf revision %q must be a branch, tag or commit: at most %d letters, digits, "+
 				"'.', '_', '-' and '/', without \"..\" or empty path segments", rev, maxRevisionLength)
 		}
 	}
 	return ModelURI{Path: org + "/" + name, Revision: rev}, nil
+}
+
+// isHFName reports whether s is a Hugging Face organization or repository
+// name: 1 to 96 letters, digits, '.', '_' and '-', neither first nor last
+// '.' or '-'. (It is the regular expression
+// ^[A-Za-z0-9_]([A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$, matched without the
+// regexp package's cost on every admission review.)
+func isHFName(s string) bool {
+	if len(s) == 0 || len(s) > 96 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHFNameByte(s[i]) {
+			return false
+		}
+	}
+	first, last := s[0], s[len(s)-1]
+	return first != '.' && first != '-' && last != '.' && last != '-'
+}
+
+// isHFRevision reports whether s is a Hugging Face branch, tag or commit:
+// non-empty runs of letters, digits, '.', '_' and '-' joined by '/' (the
+// regular expression ^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$).
+func isHFRevision(s string) bool {
+	if s == "" || s[0] == '/' || s[len(s)-1] == '/' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '/':
+			if s[i-1] == '/' {
+				return false
+			}
+		case !isHFNameByte(c):
+			return false
+		}
+	}
+	return true
+}
+
+func isHFNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 func parsePVCURI(rest string) (ModelURI, error) {

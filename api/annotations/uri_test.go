@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -300,4 +301,55 @@ func TestRedactURI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The regular expressions isHFName and isHFRevision stand for.
+var (
+	hfNameRE     = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?$`)
+	hfRevisionRE = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+)
+
+// TestHFNamesMatchTheirRegexps checks isHFName and isHFRevision against the
+// regular expressions they stand for: every string of up to 4 characters
+// from an alphabet of each kind of character, and the lengths around the
+// name's bound of 96. FuzzHFNames explores further.
+func TestHFNamesMatchTheirRegexps(t *testing.T) {
+	alphabet := []string{"a", "Z", "7", "_", ".", "-", "/", " ", "é", "@"}
+	var all []string
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		all = append(all, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			grow(prefix+c, n-1)
+		}
+	}
+	grow("", 4)
+	for _, n := range []int{95, 96, 97} {
+		for _, end := range []string{"a", "-", "."} {
+			all = append(all, strings.Repeat("x", n-1)+end, "-"+strings.Repeat("x", n-1))
+		}
+	}
+	for _, s := range all {
+		checkHFName(t, s)
+	}
+}
+
+func checkHFName(t *testing.T, s string) {
+	t.Helper()
+	if got, want := isHFName(s), hfNameRE.MatchString(s); got != want {
+		t.Errorf("isHFName(%q) = %v, the regexp says %v", s, got, want)
+	}
+	if got, want := isHFRevision(s), hfRevisionRE.MatchString(s); got != want {
+		t.Errorf("isHFRevision(%q) = %v, the regexp says %v", s, got, want)
+	}
+}
+
+func FuzzHFNames(f *testing.F) {
+	for _, s := range []string{"meta-llama", "Llama-3.1-8B", "refs/pr/1", "a//b", "-x", "x.", "main"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkHFName)
 }
