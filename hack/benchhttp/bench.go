@@ -15,10 +15,11 @@ import (
 
 // target is one path of one server.
 type target struct {
-	name string // as printed
-	mode string // the server mode that serves it
-	path string
-	body []byte
+	name    string // as printed
+	profile string // the server's profile file names' prefix
+	mode    string // the server mode that serves it
+	path    string
+	body    []byte
 }
 
 // bench starts each server in turn, pinned, measures its paths at every
@@ -45,10 +46,18 @@ func bench(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	answer, err := mutateAnswer(mutate, key)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, answerFile), answer, 0o600); err != nil {
+		return err
+	}
 	targets := []target{
-		{name: "floor", mode: "serve-floor", path: "/", body: mutate},
-		{name: webhook.MutatePath + " (vLLM Deployment)", mode: "serve-modelgate", path: webhook.MutatePath, body: mutate},
-		{name: webhook.ValidatePath + " (8 policies, injected Deployment)", mode: "serve-modelgate", path: webhook.ValidatePath, body: validate},
+		{name: "floor", profile: "floor", mode: "serve-floor", path: "/", body: mutate},
+		{name: "floor answering with /mutate's patch", profile: "floor-answer", mode: "serve-floor-answer", path: "/", body: mutate},
+		{name: webhook.MutatePath + " (vLLM Deployment)", profile: "mutate", mode: "serve-modelgate", path: webhook.MutatePath, body: mutate},
+		{name: webhook.ValidatePath + " (8 policies, injected Deployment)", profile: "validate", mode: "serve-modelgate", path: webhook.ValidatePath, body: validate},
 	}
 	fmt.Fprintf(os.Stderr, "bench-http: servers on CPU %q, load on CPU %q, %s per cell after %s of warm-up; %s\n",
 		o.serverCPU, o.loadCPU, o.duration, o.warmup, runtime.Version())
@@ -58,7 +67,7 @@ func bench(ctx context.Context, o options) error {
 		// A server per path, so that each path's profile is its own.
 		profile := ""
 		if o.profileDir != "" {
-			profile = filepath.Join(o.profileDir, []string{"floor", "mutate", "validate"}[i])
+			profile = filepath.Join(o.profileDir, t.profile)
 		}
 		logPath := filepath.Join(dir, fmt.Sprintf("server-%d.log", i))
 		srv, err := startServer(ctx, t.mode, o.serverCPU, dir, o.root, logPath, profile)

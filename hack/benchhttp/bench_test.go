@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,6 +37,43 @@ func TestBodies(t *testing.T) {
 		injected := bytes.Contains(ar.Request.Object.Raw, []byte("model-loader"))
 		if injected != (name == "validate") {
 			t.Errorf("%s: the object carries the loader: %v", name, injected)
+		}
+	}
+}
+
+// TestFloorAnswer: the answering floor sends /mutate's answer to the load's
+// review (a JSON patch that injects the loader) under the review's UID,
+// and the plain floor a bare allowed.
+func TestFloorAnswer(t *testing.T) {
+	key, err := seal.New(seal.Generate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate, _, err := bodies(filepath.Join("..", ".."), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := mutateAnswer(mutate, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := &admissionv1.AdmissionResponse{}
+	if err := json.Unmarshal(raw, answer); err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]http.HandlerFunc{"floor": floorHandler(nil), "answering floor": floorHandler(answer)} {
+		rec := httptest.NewRecorder()
+		h(rec, httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(mutate)))
+		var got admissionv1.AdmissionReview
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Response == nil {
+			t.Fatalf("%s: %d %s: %v", name, rec.Code, rec.Body, err)
+		}
+		if got.Response.UID != "705ab4f5-6393-11e8-b7cc-42010a800002" || !got.Response.Allowed {
+			t.Errorf("%s: uid %q allowed %v", name, got.Response.UID, got.Response.Allowed)
+		}
+		patched := bytes.Contains(got.Response.Patch, []byte("model-loader")) && got.Response.PatchType != nil
+		if patched != (name == "answering floor") {
+			t.Errorf("%s: answers with the loader's patch: %v (%d bytes)", name, patched, len(got.Response.Patch))
 		}
 	}
 }

@@ -2,7 +2,9 @@
 // path against a floor: modelgate's workload webhooks (/mutate, /validate
 // with the policy library), served as `modelgate serve` wires them (TLS,
 // request limits, handlers, metrics, logging), and a no-op TLS server that
-// decodes each AdmissionReview and answers allowed. Each server runs alone
+// decodes each AdmissionReview and answers allowed; a second no-op server
+// answers with /mutate's own answer (its patch), the ceiling of /mutate
+// whatever its handler costs. Each server runs alone
 // on one core (taskset), the load generator on another, sending requests
 // as kube-apiserver does: HTTPS, HTTP/1.1 keep-alive, one connection per
 // request in flight. It prints requests per second, p50 and p99 per path
@@ -29,7 +31,9 @@ func main() {
 		case "serve-modelgate":
 			exit(serveModelgate(os.Args[2:]))
 		case "serve-floor":
-			exit(serveFloor(os.Args[2:]))
+			exit(serveFloor(os.Args[2:], false))
+		case "serve-floor-answer":
+			exit(serveFloor(os.Args[2:], true))
 		}
 	}
 	exit(run(os.Args[1:]))
@@ -64,7 +68,7 @@ func run(args []string) error {
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "the CPU the servers are pinned to (taskset -c); empty: not pinned")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "the CPU the load generator is pinned to; empty: not pinned")
 	fs.StringVar(&o.root, "root", ".", "the repository root (for config/samples/policies)")
-	fs.StringVar(&o.profileDir, "profile", "", "a directory for each server's CPU and allocation profiles (floor, mutate, validate .cpu.pprof and .allocs.pprof)")
+	fs.StringVar(&o.profileDir, "profile", "", "a directory for each server's CPU and allocation profiles (floor, floor-answer, mutate, validate .cpu.pprof and .allocs.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

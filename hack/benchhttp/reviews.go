@@ -14,11 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -73,6 +75,25 @@ func vllmDeployment() *appsv1.Deployment {
 			},
 		},
 	}
+}
+
+// mutateAnswer is modelgate's mutating answer to the review body, as the
+// /mutate handler gives it (the patch, its type, the warnings), as JSON
+// without the UID: what the answering floor sends.
+func mutateAnswer(body []byte, key *seal.Key) ([]byte, error) {
+	var ar admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &ar); err != nil || ar.Request == nil {
+		return nil, fmt.Errorf("the /mutate review does not decode: %v", err)
+	}
+	cfg := config.New()
+	cfg.RecordKey = key
+	h := webhook.NewMutating(cfg, fixedNamespaces, webhook.NewMetrics(nil))
+	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: *ar.Request})
+	if !resp.Allowed || len(resp.Patch) == 0 {
+		return nil, fmt.Errorf("/mutate does not patch the benchmark Deployment: allowed=%v, %d patch bytes", resp.Allowed, len(resp.Patch))
+	}
+	resp.UID = ""
+	return json.Marshal(resp.AdmissionResponse)
 }
 
 // bodies are the request bodies the load sends: the vLLM Deployment's

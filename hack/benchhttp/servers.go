@@ -104,12 +104,35 @@ func serveModelgate(args []string) error {
 	return profiled(profile, func() error { return srv.Start(ctx) })
 }
 
+// answerFile, in the certificate directory, is the answer the answering
+// floor sends: /mutate's AdmissionResponse to the load's review, without
+// its UID (see mutateAnswer).
+const answerFile = "mutate-answer.json"
+
 // serveFloor is the floor: a TLS server with modelgate's TLS settings that
 // decodes each AdmissionReview and answers allowed, doing nothing else.
-func serveFloor(args []string) error {
-	addr, certDir, _, profile, err := serverFlags("serve-floor", args)
+// With answer (serve-floor-answer), it answers with the AdmissionResponse
+// in answerFile instead: /mutate's own answer, its patch and warnings, so
+// that the two floors differ only by what the answer carries.
+func serveFloor(args []string, answer bool) error {
+	name := "serve-floor"
+	if answer {
+		name = "serve-floor-answer"
+	}
+	addr, certDir, _, profile, err := serverFlags(name, args)
 	if err != nil {
 		return err
+	}
+	var resp *admissionv1.AdmissionResponse
+	if answer {
+		raw, err := os.ReadFile(filepath.Join(certDir, answerFile))
+		if err != nil {
+			return err
+		}
+		resp = &admissionv1.AdmissionResponse{}
+		if err := json.Unmarshal(raw, resp); err != nil {
+			return fmt.Errorf("%s: %w", answerFile, err)
+		}
 	}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
@@ -117,7 +140,7 @@ func serveFloor(args []string) error {
 	}
 	tc := &tls.Config{Certificates: []tls.Certificate{cert}}
 	webhook.TLSOptions(config.New().Webhook)(tc)
-	srv := &http.Server{Addr: addr, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(floorHandler)}
+	srv := &http.Server{Addr: addr, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second, Handler: floorHandler(resp)}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
@@ -132,16 +155,24 @@ func serveFloor(args []string) error {
 	})
 }
 
-func floorHandler(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, "bad review", http.StatusBadRequest)
-		return
+// floorHandler decodes each review and answers it with answer, allowed
+// when answer is nil, under the review's UID.
+func floorHandler(answer *admissionv1.AdmissionResponse) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		resp := admissionv1.AdmissionResponse{Allowed: true}
+		if answer != nil {
+			resp = *answer
+		}
+		resp.UID = review.Request.UID
+		review.Response, review.Request = &resp, nil
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&review)
 	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&review)
 }
 
 // server is a server process under test.
