@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -82,8 +83,11 @@ func vllmDeployment() *appsv1.Deployment {
 // without the UID: what the answering floor sends.
 func mutateAnswer(body []byte, key *seal.Key) ([]byte, error) {
 	var ar admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &ar); err != nil || ar.Request == nil {
-		return nil, fmt.Errorf("the /mutate review does not decode: %v", err)
+	if err := json.Unmarshal(body, &ar); err != nil {
+		return nil, fmt.Errorf("the /mutate review does not decode: %w", err)
+	}
+	if ar.Request == nil {
+		return nil, errors.New("the /mutate review has no request")
 	}
 	cfg := config.New()
 	cfg.RecordKey = key
