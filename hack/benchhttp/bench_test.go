@@ -14,18 +14,25 @@ import (
 	"github.com/modelgate/modelgate/internal/seal"
 )
 
-// TestBodies: the load's reviews are what the table says: the vLLM
-// Deployment as sent, and the same Deployment injected (the loader and
-// the record) for /validate, both CREATE reviews of the team namespace.
-func TestBodies(t *testing.T) {
+// testBodies is a new record key and the load's review bodies sealed with
+// it, from this repository's samples.
+func testBodies(t *testing.T) (key *seal.Key, mutate, validate []byte) {
+	t.Helper()
 	key, err := seal.New(seal.Generate())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mutate, validate, err := bodies(filepath.Join("..", ".."), key)
-	if err != nil {
+	if mutate, validate, err = bodies(filepath.Join("..", ".."), key); err != nil {
 		t.Fatal(err)
 	}
+	return key, mutate, validate
+}
+
+// TestBodies: the load's reviews are what the table says: the vLLM
+// Deployment as sent, and the same Deployment injected (the loader and
+// the record) for /validate, both CREATE reviews of the team namespace.
+func TestBodies(t *testing.T) {
+	_, mutate, validate := testBodies(t)
 	for name, body := range map[string][]byte{"mutate": mutate, "validate": validate} {
 		var ar admissionv1.AdmissionReview
 		if err := json.Unmarshal(body, &ar); err != nil || ar.Request == nil {
@@ -45,14 +52,7 @@ func TestBodies(t *testing.T) {
 // review (a JSON patch that injects the loader) under the review's UID,
 // and the plain floor a bare allowed.
 func TestFloorAnswer(t *testing.T) {
-	key, err := seal.New(seal.Generate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mutate, _, err := bodies(filepath.Join("..", ".."), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, mutate, _ := testBodies(t)
 	raw, err := mutateAnswer(mutate, key)
 	if err != nil {
 		t.Fatal(err)
