@@ -55,6 +55,28 @@ CLUSTER_DEPS := $(ENVTEST_BUILT_DIR)/kube-scheduler $(ENVTEST_BUILT_DIR)/kube-co
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
 
+## The simulated cluster's real node (test/cluster, as root): the kubelet
+## (hack/envtest, beside kube-apiserver, its version stamped as a release's),
+## containerd, its runc shim and the CNI loopback plugin (hack/node), runc
+## from Debian's package, and the images it runs, built without a container
+## engine by hack/imagebuild into bin/node/images: modelgate's (as `make
+## image` builds it, for this machine's platform), the pause image
+## (test/pause) and the stand-in engine (test/engine).
+CONTAINERD_VERSION ?= v2.4.2
+NODE_DIR := $(LOCALBIN)/node/$(CONTAINERD_VERSION)
+NODE_IMAGES := $(LOCALBIN)/node/images
+NODE_DEPS := $(ENVTEST_BUILT_DIR)/kubelet $(NODE_DIR)/containerd $(NODE_DIR)/containerd-shim-runc-v2 $(NODE_DIR)/cni/loopback
+KUBELET_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
+	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
+	-X k8s.io/component-base/version.gitTreeState=clean
+CONTAINERD_TAGS := no_btrfs,no_devmapper,no_zfs
+## Only root can run the real node: others build nothing of it.
+ifeq ($(shell id -u),0)
+REAL_NODE_DEPS := $(NODE_DEPS) runc node-images
+endif
+HOST_PLATFORM := linux/$(shell $(GO) env GOARCH)
+
 ## kubectl for `make run`: the one on PATH, else built from source.
 KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(ENVTEST_BUILT_DIR)/kubectl)
 
@@ -166,7 +188,7 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes), and `make run`'s bin/devcluster.
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes), and `make run`'s bin/devcluster.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
@@ -211,7 +233,7 @@ build: ## Build bin/modelgate.
 NODES ?= config/dev/nodes.yaml
 
 .PHONY: run
-run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
+run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES)
 
 .PHONY: devcluster
@@ -301,7 +323,43 @@ $(ENVTEST_BUILT_DIR)/etcd: hack/envtest/go.mod hack/envtest/go.sum
 	cd hack/envtest && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 .PHONY: cluster-tools
-cluster-tools: $(CLUSTER_DEPS) ## Build kube-scheduler, kube-controller-manager and kwok (with its stages) for the simulated cluster.
+cluster-tools: $(CLUSTER_DEPS) $(NODE_DEPS) runc ## Build kube-scheduler, kube-controller-manager, kwok (with its stages) and the real node's kubelet, containerd and CNI plugin for the simulated cluster; install runc (as root).
+
+$(ENVTEST_BUILT_DIR)/kubelet: hack/envtest/go.mod hack/envtest/go.sum
+	@echo "building kubelet $(K8S_VERSION) from source (about 2 minutes on 2 cores, once)"
+	cd hack/envtest && $(GO) build -ldflags "$(KUBELET_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubelet
+
+$(NODE_DIR)/containerd: hack/node/go.mod hack/node/go.sum
+	@echo "building containerd $(CONTAINERD_VERSION) from source (about 2 minutes on 2 cores, once)"
+	cd hack/node && CGO_ENABLED=0 $(GO) build -tags $(CONTAINERD_TAGS) -ldflags "-X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" -o $@ github.com/containerd/containerd/v2/cmd/containerd
+
+$(NODE_DIR)/containerd-shim-runc-v2: hack/node/go.mod hack/node/go.sum
+	cd hack/node && CGO_ENABLED=0 $(GO) build -tags $(CONTAINERD_TAGS) -o $@ github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+
+$(NODE_DIR)/cni/loopback: hack/node/go.mod hack/node/go.sum
+	cd hack/node && CGO_ENABLED=0 $(GO) build -o $@ github.com/containernetworking/plugins/plugins/main/loopback
+
+## runc is the one program of the real node that is not built here: Debian's
+## package, installed when missing and root (the node needs root anyway).
+.PHONY: runc
+runc: ## Install runc from Debian's package when it is missing and make runs as root (the real node's runtime).
+	@if command -v runc >/dev/null 2>&1 || test -x /usr/sbin/runc; then :; \
+	elif [ "$$(id -u)" != 0 ]; then echo "runc is missing and make is not root: the simulated cluster runs kwok's nodes only"; \
+	else echo "installing runc from Debian's package"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends runc >/dev/null; fi
+
+## The node's images are rebuilt every time (the Go build cache makes an
+## unchanged one quick): modelgate's must be this tree's.
+IMAGEBUILD_NODE = $(GO) run ./hack/imagebuild/cmd/imagebuild --version="$(VERSION)" --revision="$(REVISION)" \
+	--platforms="$(HOST_PLATFORM)"
+
+.PHONY: node-images
+node-images: ## Build the real node's images into bin/node/images: modelgate's (as make image, this platform only), pause and the stand-in engine.
+	$(IMAGEBUILD_NODE) --ldflags="$(GO_LDFLAGS)" --image=$(IMG) --oci-layout=$(NODE_IMAGES)/modelgate
+	$(IMAGEBUILD_NODE) --package=./test/pause --image=registry.k8s.io/pause:3.10 --oci-layout=$(NODE_IMAGES)/pause \
+		--program='{"path": "/pause", "entrypoint": ["/pause"], "user": "65535:65535", "description": "pause (the simulated cluster'"'"'s sandbox)"}'
+	$(IMAGEBUILD_NODE) --package=./test/engine --image=modelgate/test-engine:latest --oci-layout=$(NODE_IMAGES)/engine \
+		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
 
 $(ENVTEST_BUILT_DIR)/kube-scheduler: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "building kube-scheduler $(K8S_VERSION) from source (about 1 minute on 2 cores, once)"

@@ -32,8 +32,14 @@ func main() {
 	user := flag.String("user", defaultUser(), "the user name in bin/dev/kubeconfig (becomes the owner label)")
 	nodes := flag.String("nodes", "", "the fake nodes to register (default config/dev/nodes.yaml)")
 	dir := flag.String("dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
+	realNode := flag.String("real-node", "auto", "the real node (kubelet + containerd): auto (when root and the machine allows it), on (fail without it) or off")
 	flag.Parse()
-	if err := run(*binary, *user, *nodes, *dir); err != nil {
+	mode, err := realNodeMode(*realNode)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(*binary, *user, *nodes, *dir, mode); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
@@ -53,7 +59,20 @@ var devFiles = []string{
 	"kwok.kubeconfig", "kube-scheduler.yaml", "configuration.yaml",
 }
 
-func run(binary, user, nodes, devDir string) error {
+// realNodeMode parses --real-node.
+func realNodeMode(s string) (cluster.RealNodeMode, error) {
+	switch s {
+	case "auto":
+		return cluster.RealNodeIfPossible, nil
+	case "on":
+		return cluster.RealNodeRequired, nil
+	case "off":
+		return cluster.RealNodeOff, nil
+	}
+	return 0, fmt.Errorf("--real-node=%q: must be auto, on or off", s)
+}
+
+func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -72,6 +91,7 @@ func run(binary, user, nodes, devDir string) error {
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
 	c, err := cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
+		RealNode: cluster.RealNodeOptions{Mode: mode},
 	})
 	defer func() {
 		for _, f := range devFiles {
@@ -103,6 +123,7 @@ func run(binary, user, nodes, devDir string) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
+	printRealNode(c)
 
 	placements := make(chan error, 1)
 	go func() { placements <- printPlacements(ctx, c.Admin, nodeList.Items, os.Stdout) }()
@@ -183,6 +204,18 @@ samples already applied.
 Component logs: %s. Press Ctrl-C to stop everything.
 
 `, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
+}
+
+// printRealNode says whether the real node runs, and if not, why.
+func printRealNode(c *cluster.Cluster) {
+	switch {
+	case c.RealNode != nil:
+		fmt.Printf("The real node %s runs Pods in real containers (kubelet, containerd, runc; host\n"+
+			"networking; %d GPUs from a device plugin; images from the registry on %s).\n"+
+			"Its logs: %s/kubelet.log and containerd.log.\n\n", c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, c.LogDir)
+	case c.RealNodeSkipped != "":
+		fmt.Printf("No real node (kwok's nodes only): %s.\n\n", c.RealNodeSkipped)
+	}
 }
 
 func indent(s string) string {

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -57,6 +59,56 @@ const (
 // DefaultPackage is the main package built into BinaryPath.
 const DefaultPackage = "./cmd/modelgate"
 
+// Program is the one program an image runs: where its binary lives, the
+// other names it answers to, and the image's entrypoint, command and user.
+// The zero Program is modelgate's (ModelgateProgram). The simulated
+// cluster's real node builds its pause and stand-in engine images with
+// other programs on the same base files.
+type Program struct {
+	// Path is the binary's absolute path in the image.
+	Path string `json:"path"`
+	// Links are more absolute paths that are symbolic links to Path, for a
+	// program that acts on the name it is called by (as busybox does).
+	Links []string `json:"links,omitempty"`
+	// Entrypoint and Cmd are the image config's.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
+	// User is the image's "uid:gid", by number.
+	User string `json:"user"`
+	// Description is the org.opencontainers.image.description label.
+	Description string `json:"description,omitempty"`
+}
+
+// ModelgateProgram is modelgate's: /modelgate serve, as nonroot.
+func ModelgateProgram() Program {
+	return Program{
+		Path: BinaryPath, Entrypoint: []string{BinaryPath}, Cmd: []string{DefaultCmd},
+		User: User, Description: Description,
+	}
+}
+
+func (p Program) isZero() bool {
+	return p.Path == "" && len(p.Links) == 0 && len(p.Entrypoint) == 0 && len(p.Cmd) == 0 && p.User == "" && p.Description == ""
+}
+
+func (p Program) check() error {
+	var errs []error
+	for _, path := range append([]string{p.Path}, p.Links...) {
+		if !strings.HasPrefix(path, "/") || path == "/" || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
+			errs = append(errs, fmt.Errorf("the program's path %q must be an absolute file path", path))
+		}
+	}
+	if uid, gid, ok := strings.Cut(p.User, ":"); !ok || !isNumber(uid) || !isNumber(gid) {
+		errs = append(errs, fmt.Errorf("the program's user %q must be uid:gid by number", p.User))
+	}
+	return errors.Join(errs...)
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
+}
+
 // Options says what to build. ModuleDir, Version and Created are required.
 type Options struct {
 	// ModuleDir is the root of the modelgate module (the directory of go.mod).
@@ -64,6 +116,9 @@ type Options struct {
 	// Package is the main package to build, relative to ModuleDir;
 	// DefaultPackage when empty.
 	Package string
+	// Program is where the binary goes and how the image runs it;
+	// ModelgateProgram when zero.
+	Program Program
 	// Version is the version stamped into the binary and the version label.
 	Version string
 	// Revision is the source revision (commit) for the revision label;
@@ -161,7 +216,7 @@ func Assemble(opts Options, bins []Binary) (v1.ImageIndex, error) {
 }
 
 func assembleImage(opts Options, bin Binary, base v1.Layer) (v1.Image, error) {
-	binLayer, err := newLayer([]file{binaryFile(bin.Path)}, opts.Created)
+	binLayer, err := newLayer(programFiles(opts.Program, bin.Path), opts.Created)
 	if err != nil {
 		return nil, fmt.Errorf("building the binary's layer: %w", err)
 	}
@@ -178,7 +233,7 @@ func assembleImage(opts Options, bin Binary, base v1.Layer) (v1.Image, error) {
 		}},
 		mutate.Addendum{Layer: binLayer, History: v1.History{
 			Created:   created,
-			CreatedBy: "imagebuild: go build -trimpath -ldflags '" + opts.LDFlags + "' -o " + BinaryPath + " " + opts.Package,
+			CreatedBy: "imagebuild: go build -trimpath -ldflags '" + opts.LDFlags + "' -o " + opts.Program.Path + " " + opts.Package,
 		}},
 	)
 	if err != nil {
@@ -196,9 +251,9 @@ func configFile(opts Options, p v1.Platform) *v1.ConfigFile {
 		Variant:      p.Variant,
 		RootFS:       v1.RootFS{Type: "layers"},
 		Config: v1.Config{
-			Entrypoint: []string{BinaryPath},
-			Cmd:        []string{DefaultCmd},
-			User:       User,
+			Entrypoint: opts.Program.Entrypoint,
+			Cmd:        opts.Program.Cmd,
+			User:       opts.Program.User,
 			WorkingDir: "/",
 			Env:        []string{"SSL_CERT_FILE=" + CABundlePath},
 			Labels:     labels(opts),
@@ -209,7 +264,7 @@ func configFile(opts Options, p v1.Platform) *v1.ConfigFile {
 func labels(opts Options) map[string]string {
 	l := map[string]string{
 		LabelSource:      Source,
-		LabelDescription: Description,
+		LabelDescription: opts.Program.Description,
 		LabelLicenses:    Licenses,
 		LabelVersion:     opts.Version,
 	}
@@ -229,6 +284,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Created.IsZero() {
 		errs = append(errs, errors.New("the creation time is required (the commit time or SOURCE_DATE_EPOCH)"))
+	}
+	if o.Program.isZero() {
+		o.Program = ModelgateProgram()
+	}
+	if err := o.Program.check(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.Created.Before(time.Unix(0, 0)) {
 		errs = append(errs, fmt.Errorf("the creation time %s is before 1970", o.Created))

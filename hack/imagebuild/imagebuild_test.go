@@ -128,7 +128,7 @@ func TestNewLayer(t *testing.T) {
 	if err := os.WriteFile(src, []byte("binary"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	files := append(baseFiles([]byte("certs")), binaryFile(src))
+	files := append(baseFiles([]byte("certs")), programFiles(ModelgateProgram(), src)...)
 	reversed := make([]file, len(files))
 	for i, f := range files {
 		reversed[len(files)-1-i] = f

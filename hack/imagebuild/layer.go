@@ -18,14 +18,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// file is one entry of a layer: a directory, or a regular file whose
-// content is data or, when src is set, the file at src.
+// file is one entry of a layer: a directory, a symbolic link to link, or a
+// regular file whose content is data or, when src is set, the file at src.
 type file struct {
 	name     string // slash-separated, relative to /; a directory's ends in /
 	mode     int64  // permission bits, with the sticky bit for /tmp
 	uid, gid int
 	data     []byte
 	src      string
+	link     string
 }
 
 func (f file) isDir() bool { return strings.HasSuffix(f.name, "/") }
@@ -57,9 +58,34 @@ func baseFiles(caBundle []byte) []file {
 	}
 }
 
-// binaryFile is the modelgate binary at BinaryPath, root-owned and 0755.
-func binaryFile(src string) file {
-	return file{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, src: src}
+// programFiles are the program's binary at its path, root-owned and 0755,
+// its links, and the directories above them that the base files lack.
+func programFiles(p Program, src string) []file {
+	have := map[string]bool{}
+	for _, f := range baseFiles(nil) {
+		have[f.name] = true
+	}
+	var files []file
+	dirs := func(path string) {
+		for d := path; ; {
+			d = filepath.Dir(d)
+			if d == "/" || d == "." {
+				return
+			}
+			name := strings.TrimPrefix(d, "/") + "/"
+			if !have[name] {
+				have[name] = true
+				files = append(files, file{name: name, mode: 0o755})
+			}
+		}
+	}
+	dirs(p.Path)
+	files = append(files, file{name: strings.TrimPrefix(p.Path, "/"), mode: 0o755, src: src})
+	for _, l := range p.Links {
+		dirs(l)
+		files = append(files, file{name: strings.TrimPrefix(l, "/"), mode: 0o777, link: p.Path})
+	}
+	return files
 }
 
 // newLayer writes files, sorted by name, into a gzip-compressed tar with
@@ -108,6 +134,11 @@ func writeEntry(tw *tar.Writer, f file, mtime time.Time) error {
 	}
 	if f.isDir() {
 		hdr.Typeflag = tar.TypeDir
+		return tw.WriteHeader(hdr)
+	}
+	if f.link != "" {
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = f.link
 		return tw.WriteHeader(hdr)
 	}
 	hdr.Typeflag = tar.TypeReg

@@ -61,6 +61,8 @@ type Options struct {
 	MetricsAddr string
 	// Configure edits modelgate's Configuration before it is written.
 	Configure func(*config.Configuration)
+	// RealNode says whether to start the real node beside kwok's, and how.
+	RealNode RealNodeOptions
 }
 
 // Cluster is a running simulated cluster.
@@ -78,6 +80,11 @@ type Cluster struct {
 	Nodes []*corev1.Node
 	// LogDir holds every component's log.
 	LogDir string
+	// RealNode is the real node (kubelet, containerd), nil when it was not
+	// started; RealNodeSkipped says in one line why, when
+	// RealNodeIfPossible could not start it.
+	RealNode        *RealNode
+	RealNodeSkipped string
 
 	procs   []*process
 	stopped chan struct{}
@@ -112,11 +119,25 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	te.CRDs = append(te.CRDs, reports...)
+	var node *RealNode
+	skipped := ""
+	if o.RealNode.Mode != RealNodeOff {
+		node, err = prepareRealNode(o.Root, o.Dir, logDir, o.RealNode, te)
+		var unavailable *NodeUnavailableError
+		switch {
+		case err == nil:
+		case o.RealNode.Mode == RealNodeIfPossible && errors.As(err, &unavailable):
+			skipped = err.Error()
+		default:
+			return nil, fmt.Errorf("the real node: %w", err)
+		}
+	}
 	admin, err := te.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting etcd and kube-apiserver: %w", err)
+		return nil, errors.Join(fmt.Errorf("starting etcd and kube-apiserver: %w", err), node.Stop())
 	}
-	c = &Cluster{Env: te, Admin: admin, LogDir: logDir, stopped: make(chan struct{}), failed: make(chan error, 8)}
+	c = &Cluster{Env: te, Admin: admin, LogDir: logDir, RealNodeSkipped: skipped, stopped: make(chan struct{}), failed: make(chan error, 8)}
+	c.RealNode = node
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Stop())
@@ -142,6 +163,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	c.Nodes = nodes
 	if err := waitControllers(ctx, adminClient); err != nil {
 		return c, err
+	}
+	if c.RealNode != nil {
+		if err := c.RealNode.start(ctx, te, adminClient, NodeLoaderImage, c.failed); err != nil {
+			return c, fmt.Errorf("starting the real node: %w", err)
+		}
 	}
 	c.watchFailures()
 	return c, nil
@@ -234,7 +260,18 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 		return err
 	}
 	cfgPath := filepath.Join(o.Dir, "configuration.yaml")
-	if err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, o.Configure); err != nil {
+	configure := o.Configure
+	if c.RealNode != nil {
+		// The loader runs on the real node from the image its registry
+		// serves under this name; the caller's edits come after.
+		configure = func(cfg *config.Configuration) {
+			cfg.Injection.Loader.Image = NodeLoaderImage
+			if o.Configure != nil {
+				o.Configure(cfg)
+			}
+		}
+	}
+	if err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, configure); err != nil {
 		return err
 	}
 	c.Configuration = cfgPath
@@ -296,7 +333,8 @@ func (c *Cluster) Stop() error {
 	default:
 		close(c.stopped)
 	}
-	err := stopAll(c.procs)
+	err := c.RealNode.Stop()
+	err = errors.Join(err, stopAll(c.procs))
 	if stopErr := c.Env.Stop(); stopErr != nil {
 		err = errors.Join(err, fmt.Errorf("stopping etcd and kube-apiserver: %w", stopErr))
 	}

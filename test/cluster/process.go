@@ -33,8 +33,14 @@ type process struct {
 }
 
 // startProcess starts a component, its output appended to log (and copied
-// to also, when not nil).
+// to also, when not nil), with the caller's environment.
 func startProcess(name, binary string, args []string, log string, also io.Writer) (*process, error) {
+	return startProcessEnv(name, binary, args, nil, log, also)
+}
+
+// startProcessEnv is startProcess with the environment env (the caller's
+// when nil).
+func startProcessEnv(name, binary string, args, env []string, log string, also io.Writer) (*process, error) {
 	//nolint:gosec // the log lives in the cluster's own folder.
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -46,6 +52,7 @@ func startProcess(name, binary string, args []string, log string, also io.Writer
 		out = io.MultiWriter(f, also)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()

@@ -41,7 +41,7 @@ func tinyLLMFiles() []hubtest.File {
 	return []hubtest.File{
 		{Path: "config.json", Content: loadertest.Bytes([]byte(`{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2}`))},
 		{Path: "tokenizer.json", Content: loadertest.Bytes([]byte(`{"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}}}`))},
-		{Path: "model.safetensors", Content: loadertest.Generated(42, 3<<20+4321), LFS: true},
+		{Path: "model.safetensors", Content: loadertest.Safetensors(42, 3<<20+4321), LFS: true},
 	}
 }
 

@@ -74,13 +74,24 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	started := time.Now()
 	metricsAddr, err = cluster.FreeAddr()
 	Expect(err).NotTo(HaveOccurred())
+	// As root, the real node must start (a machine that cannot run it
+	// fails the suite, never skips its specs); it carries a taint of its
+	// own, so that only the specs written for it land there.
+	realNode := cluster.RealNodeOptions{Mode: cluster.RealNodeRequired, Taint: true}
+	if os.Geteuid() != 0 {
+		realNode.Mode = cluster.RealNodeOff
+		AddReportEntry("real node", "not root: the real node's specs fail")
+	}
 	gpuCluster, err = cluster.Start(ctx, cluster.Options{
-		Root: root, Dir: dir, Modelgate: binary, User: developerName, MetricsAddr: metricsAddr,
+		Root: root, Dir: dir, Modelgate: binary, User: developerName, MetricsAddr: metricsAddr, RealNode: realNode,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry("cluster start", time.Since(started).Round(time.Millisecond).String())
 	DeferCleanup(func() {
 		Expect(gpuCluster.Stop()).To(Succeed())
+		if gpuCluster.RealNode != nil {
+			Expect(gpuCluster.RealNode.Leftovers()).To(BeEmpty(), "what the real node left on the machine")
+		}
 		Expect(os.RemoveAll(dir)).To(Succeed())
 	})
 

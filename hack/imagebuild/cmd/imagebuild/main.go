@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		tarPlat    = fs.String("tarball-platform", "", "the tarball's platform; default: linux/"+runtime.GOARCH+" if built, else the first")
 		push       = fs.String("push", "", "push the index to this registry reference with the default keychain (docker login)")
 		caBundle   = fs.String("ca-bundle", "", "a PEM file to use as the image's CA bundle instead of Mozilla's roots from golang.org/x/crypto/x509roots/fallback")
+		pkg        = fs.String("package", imagebuild.DefaultPackage, "the main package to build, relative to --module-dir")
+		program    = fs.String("program", "", `another program than modelgate, as JSON: {"path": "/pause", "links": [], "entrypoint": ["/pause"], "cmd": [], "user": "65535:65535", "description": "..."}`)
 		sourceDate = os.Getenv("SOURCE_DATE_EPOCH")
 	)
 	fs.Usage = func() {
@@ -83,7 +86,17 @@ Flags:
 	if *revision == "" {
 		*revision = gitOutput(ctx, *moduleDir, "rev-parse", "HEAD")
 	}
+	var prog imagebuild.Program
+	if *program != "" {
+		dec := json.NewDecoder(strings.NewReader(*program))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&prog); err != nil {
+			return fmt.Errorf("--program %s: %w", *program, err)
+		}
+	}
 	opts := imagebuild.Options{
+		Package:   *pkg,
+		Program:   prog,
 		ModuleDir: *moduleDir,
 		Version:   *version,
 		Revision:  *revision,
