@@ -91,7 +91,10 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
 	c, err := cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
-		RealNode: cluster.RealNodeOptions{Mode: mode},
+		// Tainted: the samples name models on the Hub and S3, which the
+		// cluster does not serve yet, so they stay on kwok's nodes; a
+		// namespace labelled for it sends Pods to the real node.
+		RealNode: cluster.RealNodeOptions{Mode: mode, Taint: true},
 	})
 	defer func() {
 		for _, f := range devFiles {
@@ -212,7 +215,9 @@ func printRealNode(c *cluster.Cluster) {
 	case c.RealNode != nil:
 		fmt.Printf("The real node %s runs Pods in real containers (kubelet, containerd, runc; host\n"+
 			"networking; %d GPUs from a device plugin; images from the registry on %s).\n"+
-			"Its logs: %s/kubelet.log and containerd.log.\n\n", c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, c.LogDir)
+			"Pods in a namespace labelled %s=true run there, with host\n"+
+			"networking. Its logs: %s/kubelet.log and containerd.log.\n\n",
+			c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, cluster.RealNodeNamespaceLabel, c.LogDir)
 	case c.RealNodeSkipped != "":
 		fmt.Printf("No real node (kwok's nodes only): %s.\n\n", c.RealNodeSkipped)
 	}

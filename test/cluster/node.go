@@ -229,6 +229,9 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 	if err := n.waitReady(ctx, admin); err != nil {
 		return err
 	}
+	if err := installRealNodePlacement(ctx, admin, n.Name); err != nil {
+		return err
+	}
 	for _, p := range []*process{n.container, n.kubelet} {
 		go func() {
 			<-p.Exited()

@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -193,3 +198,86 @@ func httpGet(ctx context.Context, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// processOf finds the process of a Pod's container whose command line
+// holds every one of words, by the Pod's cgroup (the kubelet names it
+// pod<uid>), and returns its PID.
+func processOf(g Gomega, pod types.UID, words ...string) int {
+	entries, err := os.ReadDir("/proc")
+	g.Expect(err).NotTo(HaveOccurred())
+	// The cgroupfs driver names the Pod's cgroup pod<uid>.
+	want := "pod" + string(pod)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !strings.Contains(string(cg), want) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		all := true
+		for _, w := range words {
+			all = all && slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, w) })
+		}
+		if all {
+			return pid
+		}
+	}
+	g.Expect(words).To(BeEmpty(), "no process of pod %s runs %v", pod, words)
+	return 0
+}
+
+// routeToRealNode labels a namespace so that its Pods run on the real
+// node (test/cluster's placement policy: host networking, the node, its
+// taint tolerated), as a manifest written for another cluster would be
+// sent to a node pool, without a change to the manifest.
+func routeToRealNode(ctx context.Context, ns string) {
+	realNode()
+	obj := &corev1.Namespace{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, obj)).To(Succeed())
+	obj.Labels[cluster.RealNodeNamespaceLabel] = "true"
+	Expect(k8s.Update(ctx, obj)).To(Succeed())
+}
+
+// localClaim makes a claim bound to a local volume on the real node: a
+// root-owned folder of the node's, as a cluster's storage class would
+// give a new claim (its root directory owned by root, mode 0755).
+func localClaim(ctx context.Context, ns, name, class string) string {
+	n := realNode()
+	dir := filepath.Join(n.Dir, "local-volumes", ns+"-"+name)
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	Expect(os.Chmod(dir, 0o755)).To(Succeed())
+	DeferCleanup(os.RemoveAll, dir)
+	size := resource.MustParse("50Gi")
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              class,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}},
+			}}}},
+		},
+	}
+	Expect(k8s.Create(ctx, pv)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, pv))).To(Succeed()) })
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	Expect(k8s.Create(ctx, pvc)).To(Succeed())
+	return dir
+}

@@ -1,6 +1,7 @@
 package hubtest
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/modelgate/modelgate/loader/loadertest"
 )
@@ -73,16 +76,17 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+sha+`"`)
-	serveContent(w, r, b.Content, &s.bytesServed)
+	serveContent(w, r, b.Content, &s.bytesServed, s.limiter.Load())
 }
 
 // serveContent serves content with Range support (200, 206, 416) and
 // conditional requests on the ETag already set.
-func serveContent(w http.ResponseWriter, r *http.Request, c loadertest.Content, sent *atomic.Int64) {
+func serveContent(w http.ResponseWriter, r *http.Request, c loadertest.Content, sent *atomic.Int64, lim *rate.Limiter) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Accept-Ranges", "bytes")
 	cr := newContentReader(c)
 	cr.sent = sent
+	cr.lim, cr.ctx = lim, r.Context()
 	defer cr.release()
 	http.ServeContent(w, r, "", time.Time{}, cr)
 }
@@ -104,7 +108,13 @@ type contentReader struct {
 	bufOff int64
 	bufLen int
 	sent   *atomic.Int64 // counts the bytes handed to the response
+	lim    *rate.Limiter // shared by every response, when the rate is set
+	ctx    context.Context
 }
+
+// limitedRead is the most a rate-limited read hands out at once: the
+// limiter's burst.
+const limitedRead = 64 << 10
 
 func newContentReader(c loadertest.Content) *contentReader {
 	return &contentReader{c: c, size: c.Size(), buf: chunks.Get().(*[]byte)}
@@ -132,7 +142,15 @@ func (r *contentReader) Read(p []byte) (int, error) {
 			return 0, io.ErrUnexpectedEOF
 		}
 	}
+	if r.lim != nil && len(p) > limitedRead {
+		p = p[:limitedRead]
+	}
 	n := copy(p, (*r.buf)[r.off-r.bufOff:r.bufLen])
+	if r.lim != nil {
+		if err := r.lim.WaitN(r.ctx, n); err != nil {
+			return 0, err
+		}
+	}
 	r.off += int64(n)
 	if r.sent != nil {
 		r.sent.Add(int64(n))

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/time/rate"
 )
 
 // Route names a kind of request, for counters, records and faults.
@@ -77,6 +79,7 @@ type Server struct {
 	secret   []byte // signs CDN URLs
 
 	bytesServed atomic.Int64
+	limiter     atomic.Pointer[rate.Limiter]
 
 	mu       sync.Mutex
 	repos    map[string]*repo
@@ -175,6 +178,17 @@ func (s *Server) Inject(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, &faultState{Fault: f, skip: f.Skip, left: max(f.Times, 1)})
+}
+
+// SetRate limits the file content the Hub and the CDN send, all requests
+// together, to bytesPerSecond; 0 lifts the limit. A test slows a download
+// with it, to act in its middle.
+func (s *Server) SetRate(bytesPerSecond int64) {
+	if bytesPerSecond <= 0 {
+		s.limiter.Store(nil)
+		return
+	}
+	s.limiter.Store(rate.NewLimiter(rate.Limit(bytesPerSecond), limitedRead))
 }
 
 // BytesServed is the number of file content bytes sent so far, by the

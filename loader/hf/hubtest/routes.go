@@ -242,7 +242,7 @@ func (s *Server) serveResolve(w http.ResponseWriter, r *http.Request, c *commit,
 	h.Set("X-Repo-Commit", c.id)
 	h.Set("ETag", `"`+b.oid+`"`)
 	if !b.LFS {
-		serveContent(w, r, b.Content, &s.bytesServed)
+		serveContent(w, r, b.Content, &s.bytesServed, s.limiter.Load())
 		return
 	}
 	s.mu.Lock()
