@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -101,6 +102,9 @@ type RealNode struct {
 	kubelet    *process
 	container  *process
 	stopPlugin context.CancelFunc
+	regLog     *os.File
+	// stopping is set by Stop: an exit after it is no failure.
+	stopping atomic.Bool
 }
 
 // uuidPrefix makes the device IDs' prefix of a node name (letters,
@@ -171,11 +175,11 @@ func nodeName() string {
 // kubelet and the device plugin, and waits until the Node is Ready with
 // its GPUs allocatable.
 func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin client.Client, loaderImage string, failed chan<- error) error {
-	regLog, err := os.OpenFile(filepath.Join(n.LogDir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
+	var err error
+	if n.regLog, err = os.OpenFile(filepath.Join(n.LogDir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
 		return fmt.Errorf("opening the registry's log: %w", err)
 	}
-	if n.registry, err = startNodeRegistry(regLog); err != nil {
+	if n.registry, err = startNodeRegistry(n.regLog); err != nil {
 		return err
 	}
 	n.Registry = n.registry.host
@@ -235,7 +239,7 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 	for _, p := range []*process{n.container, n.kubelet} {
 		go func() {
 			<-p.Exited()
-			if n.lock != nil {
+			if !n.stopping.Load() {
 				failed <- p.exitError()
 			}
 		}()
@@ -307,6 +311,7 @@ func (n *RealNode) Stop() error {
 	if n == nil || n.lock == nil {
 		return nil
 	}
+	n.stopping.Store(true)
 	var errs []error
 	if n.plugin != nil {
 		errs = append(errs, n.plugin.Stop())
@@ -318,6 +323,9 @@ func (n *RealNode) Stop() error {
 	errs = append(errs, n.footprint.clean())
 	if n.registry != nil {
 		errs = append(errs, n.registry.Close())
+	}
+	if n.regLog != nil {
+		_ = n.regLog.Close()
 	}
 	n.unlock()
 	return errors.Join(errs...)
