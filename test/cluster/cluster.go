@@ -86,6 +86,10 @@ type Cluster struct {
 	RealNode        *RealNode
 	RealNodeSkipped string
 
+	// loaderImage is the Configuration's loader image, which the real
+	// node's registry serves as modelgate's image.
+	loaderImage string
+
 	procs   []*process
 	stopped chan struct{}
 	failed  chan error
@@ -165,7 +169,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return c, err
 	}
 	if c.RealNode != nil {
-		if err := c.RealNode.start(ctx, te, adminClient, NodeLoaderImage, c.failed); err != nil {
+		if err := c.RealNode.start(ctx, te, adminClient, c.loaderImage, c.failed); err != nil {
 			return c, fmt.Errorf("starting the real node: %w", err)
 		}
 	}
@@ -262,8 +266,9 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	cfgPath := filepath.Join(o.Dir, "configuration.yaml")
 	configure := o.Configure
 	if c.RealNode != nil {
-		// The loader runs on the real node from the image its registry
-		// serves under this name; the caller's edits come after.
+		// The loader runs on the real node from modelgate's image, which
+		// its registry serves under the name the Configuration ends with
+		// (this one, unless the caller's edits change it).
 		configure = func(cfg *config.Configuration) {
 			cfg.Injection.Loader.Image = NodeLoaderImage
 			if o.Configure != nil {
@@ -271,10 +276,12 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 			}
 		}
 	}
-	if err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, configure); err != nil {
+	cfg, err := writeConfiguration(c.Env, healthAddr, o.MetricsAddr, cfgPath, configure)
+	if err != nil {
 		return err
 	}
 	c.Configuration = cfgPath
+	c.loaderImage = cfg.Injection.Loader.Image
 	p, err := startProcess("modelgate", o.Modelgate, []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
 		filepath.Join(c.LogDir, "modelgate.log"), o.ModelgateOutput)
 	if err != nil {

@@ -35,8 +35,8 @@ func WriteKubeconfig(u *envtest.AuthenticatedUser, path string) error {
 
 // writeConfiguration writes the Configuration modelgate serves with: the
 // envtest-generated certificates and port, metrics on metricsAddr (or
-// off), health on healthAddr, then the caller's edits.
-func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) error {
+// off), health on healthAddr, then the caller's edits, and returns it.
+func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path string, edit func(*config.Configuration)) (*config.Configuration, error) {
 	c := env.Configuration(te)
 	c.Metrics.BindAddress = metricsAddr
 	// The simulated cluster's scrapers (make bench-e2e) read modelgate's
@@ -48,16 +48,16 @@ func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path s
 		edit(c)
 	}
 	if errs := c.Validate(); len(errs) > 0 {
-		return fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
+		return nil, fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
 	}
 	b, err := yaml.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("encoding configuration: %w", err)
+		return nil, fmt.Errorf("encoding configuration: %w", err)
 	}
 	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
-	return nil
+	return c, nil
 }
 
 // FreeAddr returns a free 127.0.0.1 address.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -146,27 +148,18 @@ func writableDir(dir string) error {
 	return nil
 }
 
-// foreignProcess returns "name pid" of a running process called one of
-// names whose executable is not one the Makefile built (bin/), or "".
+// foreignProcess returns "name pid exe" of a running process called one
+// of names whose executable is not one the Makefile built (bin/), or "".
 func foreignProcess(names ...string) string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return ""
-	}
-	for _, e := range entries {
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
+	for _, pid := range pids() {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+		if err != nil || !slices.Contains(names, string(bytes.TrimSpace(comm))) {
 			continue
 		}
-		name := string(bytes.TrimSpace(comm))
-		for _, n := range names {
-			if name != n {
-				continue
-			}
-			exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-			if !strings.Contains(exe, "/bin/k8s/") && !strings.Contains(exe, "/bin/node/") {
-				return name + " " + e.Name() + " " + exe
-			}
+		exe, _ := os.Readlink(filepath.Join(dir, "exe"))
+		if !strings.Contains(exe, "/bin/k8s/") && !strings.Contains(exe, "/bin/node/") {
+			return string(bytes.TrimSpace(comm)) + " " + strconv.Itoa(pid) + " " + exe
 		}
 	}
 	return ""

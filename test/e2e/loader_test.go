@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -264,26 +265,29 @@ var _ = Describe("The injected model loader", func() {
 // provisions no storage, and a Pod on an unbound claim is never scheduled.
 // The stand-in backs the claim with a directory of its own.
 func sharedClaim(ctx SpecContext, ns, name string) {
-	size := resource.MustParse("1Gi")
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              "",
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/e2e/" + name}},
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
-		},
-	}
-	Expect(k8s.Create(ctx, pv)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { Expect(k8s.Delete(ctx, pv)).To(Succeed()) })
+	boundClaim(ctx, ns, name, "", corev1.ReadWriteMany, resource.MustParse("1Gi"), corev1.PersistentVolumeSpec{
+		PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/var/lib/e2e/" + name}},
+	})
+}
+
+// boundClaim creates a claim of the class, access mode and size and the
+// volume (pv: its source and node affinity) bound to it, as a storage
+// class would provision it; the volume is deleted after the spec.
+func boundClaim(ctx context.Context, ns, name, class string, mode corev1.PersistentVolumeAccessMode, size resource.Quantity, pv corev1.PersistentVolumeSpec) {
+	pv.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
+	pv.AccessModes = []corev1.PersistentVolumeAccessMode{mode}
+	pv.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	pv.StorageClassName = class
+	pv.ClaimRef = &corev1.ObjectReference{Namespace: ns, Name: name}
+	vol := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Spec: pv}
+	Expect(k8s.Create(ctx, vol)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(k8s.Delete(ctx, vol)).To(Succeed()) })
 	Expect(k8s.Create(ctx, &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			StorageClassName: ptr.To(""),
-			VolumeName:       pv.Name,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
+			StorageClassName: &class,
+			VolumeName:       vol.Name,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	})).To(Succeed())

@@ -20,7 +20,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -247,37 +246,16 @@ func routeToRealNode(ctx context.Context, ns string) {
 // localClaim makes a claim bound to a local volume on the real node: a
 // root-owned folder of the node's, as a cluster's storage class would
 // give a new claim (its root directory owned by root, mode 0755).
-func localClaim(ctx context.Context, ns, name, class string) string {
+func localClaim(ctx context.Context, ns, name, class string) {
 	n := realNode()
 	dir := filepath.Join(n.Dir, "local-volumes", ns+"-"+name)
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	Expect(os.Chmod(dir, 0o755)).To(Succeed())
 	DeferCleanup(os.RemoveAll, dir)
-	size := resource.MustParse("50Gi")
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              class,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}},
-			}}}},
-		},
-	}
-	Expect(k8s.Create(ctx, pv)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, pv))).To(Succeed()) })
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: &class,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-		},
-	}
-	Expect(k8s.Create(ctx, pvc)).To(Succeed())
-	return dir
+	boundClaim(ctx, ns, name, class, corev1.ReadWriteOnce, resource.MustParse("50Gi"), corev1.PersistentVolumeSpec{
+		PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+		NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}},
+		}}}},
+	})
 }
