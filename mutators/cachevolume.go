@@ -90,25 +90,32 @@ func orNone(names []string) string {
 
 // cacheVolumeOwnerWarning warns, for modelgate.io/model-cache:
 // "volume:<name>" on a volume that keeps its files' owners (a claim, not
-// an emptyDir), when the pod sets no fsGroup: modelgate's loader runs as
-// a non-root user (65532 in modelgate's image), and a claim an engine
-// running as root filled before is not writable by it. Empty otherwise.
+// an emptyDir) and for "pvc:<claim>", when the pod sets no fsGroup:
+// modelgate's loader runs as a non-root user (65532 in modelgate's
+// image), and a new claim's root directory, or a claim an engine running
+// as root filled before, is root's and not writable by it (seen on the
+// real node: the loader fails on permission denied). Empty otherwise.
 func cacheVolumeOwnerWarning(spec *corev1.PodSpec, m *annotations.ModelSettings, o *Options) string {
-	if m.Cache.Medium != annotations.CacheVolume || o == nil {
-		return ""
-	}
-	if !needsLoader(m, o.Loader) {
-		return ""
-	}
-	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Cache.Volume })
-	if i < 0 || spec.Volumes[i].EmptyDir != nil {
+	if o == nil || !needsLoader(m, o.Loader) {
 		return ""
 	}
 	if spec.SecurityContext != nil && spec.SecurityContext.FSGroup != nil {
 		return ""
 	}
-	return fmt.Sprintf("volume %q (%s: \"%s:%s\") keeps its files' owners and the pod sets no fsGroup: the loader runs as a "+
-		"non-root user (65532 in modelgate's image) and cannot write into a volume a root engine filled; set "+
-		"spec.securityContext.fsGroup (65532), or make the volume group-writable", m.Cache.Volume,
-		annotations.ModelCache, annotations.CacheVolume, m.Cache.Volume)
+	var what string
+	switch m.Cache.Medium {
+	case annotations.CacheVolume:
+		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == m.Cache.Volume })
+		if i < 0 || spec.Volumes[i].EmptyDir != nil {
+			return ""
+		}
+		what = fmt.Sprintf("volume %q (%s: \"%s:%s\")", m.Cache.Volume, annotations.ModelCache, annotations.CacheVolume, m.Cache.Volume)
+	case annotations.CachePVC:
+		what = fmt.Sprintf("claim %q (%s: \"%s:%s\")", m.Cache.Claim, annotations.ModelCache, annotations.CachePVC, m.Cache.Claim)
+	default:
+		return ""
+	}
+	return what + " keeps its files' owners and the pod sets no fsGroup: the loader runs as a non-root user (65532 in " +
+		"modelgate's image) and cannot write into a claim whose directory is root's (a new claim's, or one a root engine " +
+		"filled); set spec.securityContext.fsGroup (65532), or make the volume group-writable"
 }

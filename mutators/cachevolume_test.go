@@ -125,7 +125,8 @@ func TestModelCacheVolume(t *testing.T) {
 				}
 			}
 			wantOwner := `volume "data" (modelgate.io/model-cache: "volume:data") keeps its files' owners and the pod sets no fsGroup: ` +
-				`the loader runs as a non-root user (65532 in modelgate's image) and cannot write into a volume a root engine filled; ` +
+				`the loader runs as a non-root user (65532 in modelgate's image) and cannot write into a claim whose directory is root's ` +
+				`(a new claim's, or one a root engine filled); ` +
 				`set spec.securityContext.fsGroup (65532), or make the volume group-writable`
 			if !slices.Contains(warnings, wantOwner) {
 				t.Errorf("warnings %q\nwant among them %q", warnings, wantOwner)
@@ -144,6 +145,36 @@ func TestModelCacheVolume(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a shared cache claim without fsGroup: warned; with fsGroup or on an emptyDir: not", func(t *testing.T) {
+		want := `claim "shared" (modelgate.io/model-cache: "pvc:shared") keeps its files' owners and the pod sets no fsGroup: ` +
+			`the loader runs as a non-root user (65532 in modelgate's image) and cannot write into a claim whose directory is root's ` +
+			`(a new claim's, or one a root engine filled); set spec.securityContext.fsGroup (65532), or make the volume group-writable`
+		a := map[string]string{annotations.ModelCache: "pvc:shared"}
+		for k, v := range annos {
+			a[k] = v
+		}
+		tg := tgiWithCache("CronJob")
+		_, in, err := applyModel(t, tg, parsed(t, a))
+		if err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		if got := Warnings(tg, in); !slices.Contains(got, want) {
+			t.Errorf("warnings %q\nwant among them %q", got, want)
+		}
+		tg.PodSpec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](65532)}
+		if got := Warnings(tg, in); slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "fsGroup") }) {
+			t.Errorf("warned about the owner with an fsGroup set: %q", got)
+		}
+		disk := tgiWithCache("Pod")
+		_, in, err = applyModel(t, disk, parsed(t, annos))
+		if err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		if got := Warnings(disk, in); slices.ContainsFunc(got, func(w string) bool { return strings.Contains(w, "fsGroup") }) {
+			t.Errorf("warned about the owner of modelgate's emptyDir: %q", got)
+		}
+	})
 
 	t.Run("a directory under the mount", func(t *testing.T) {
 		tg := tgiWithCache("Pod")
