@@ -201,6 +201,11 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model from a fake Hub on loopback against an io.Copy floor, in one run: throughput, peak RSS, re-fetch per SIGKILL, cache hit.
 	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
 
+.PHONY: bench-node
+bench-node: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## As root: time an injected vLLM Deployment (BENCH_NODE_SIZE, 1Gi, model) from create to Ready on the simulated cluster's real node, step by step, the loader in its container against the host in one run, and the kubelet's and containerd's memory.
+	$(GO) build -o $(LOCALBIN)/bench-node ./hack/benchnode
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-node --modelgate $(LOCALBIN)/modelgate --size $${BENCH_NODE_SIZE:-1Gi} --rounds $${BENCH_ROUNDS:-3}
+
 .PHONY: bench-http
 bench-http: ## Measure modelgate's admission HTTP path (/mutate; /validate with the policy library) against a no-op TLS floor in one run, each server on one core and the load on another: rps, p50, p99 and the ratio to the floor (BENCH_HTTP_FLAGS, e.g. --duration 10s --profile DIR; docs/performance.md).
 	$(GO) build -o $(LOCALBIN)/bench-http ./hack/benchhttp
@@ -359,7 +364,7 @@ node-images: ## Build the real node's images into bin/node/images: modelgate's (
 	$(IMAGEBUILD_NODE) --package=./test/pause --image=registry.k8s.io/pause:3.10 --oci-layout=$(NODE_IMAGES)/pause \
 		--program='{"path": "/pause", "entrypoint": ["/pause"], "user": "65535:65535", "description": "pause (the simulated cluster'"'"'s sandbox)"}'
 	$(IMAGEBUILD_NODE) --package=./test/engine --image=modelgate/test-engine:latest --oci-layout=$(NODE_IMAGES)/engine \
-		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
+		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang", "/usr/local/bin/proxy"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
 
 $(ENVTEST_BUILT_DIR)/kube-scheduler: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "building kube-scheduler $(K8S_VERSION) from source (about 1 minute on 2 cores, once)"

@@ -26,6 +26,9 @@ var (
 	// ErrInvalid: the URI or flags are malformed, or a key cannot be
 	// mapped to a path inside the destination.
 	ErrInvalid = errors.New("invalid")
+	// ErrNotWritable: the loader's user may not write into the
+	// destination (a claim whose directory is root's, without fsGroup).
+	ErrNotWritable = errors.New("not writable")
 )
 
 // Transient marks a failure worth retrying: a 5xx, a 429, a reset or cut
@@ -62,7 +65,7 @@ func IsTransient(err error) (time.Duration, bool) {
 
 // Kind returns the first of the failure sentinels err wraps, or nil.
 func Kind(err error) error {
-	for _, k := range []error{ErrInvalid, ErrNotFound, ErrAccessDenied, ErrVerification, ErrNoSpace, ErrTimeout} {
+	for _, k := range []error{ErrInvalid, ErrNotFound, ErrAccessDenied, ErrVerification, ErrNoSpace, ErrTimeout, ErrNotWritable} {
 		if errors.Is(err, k) {
 			return k
 		}

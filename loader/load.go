@@ -145,18 +145,18 @@ func Load(ctx context.Context, src Source, o Options) (*Result, error) {
 	}
 	log := logr.FromContextOrDiscard(ctx)
 	if err := os.MkdirAll(o.Dest, 0o755); err != nil { //nolint:gosec // the serving container, another user, reads the model
-		return nil, fmt.Errorf("destination %s: %w", o.Dest, noSpace(err))
+		return nil, destinationError(o.Dest, noSpace(err))
 	}
 	root, err := os.OpenRoot(o.Dest)
 	if err != nil {
-		return nil, fmt.Errorf("destination %s: %w", o.Dest, err)
+		return nil, destinationError(o.Dest, err)
 	}
 	defer root.Close()
 	if err := root.MkdirAll(partialDir, 0o755); err != nil {
-		return nil, fmt.Errorf("destination %s: %w", o.Dest, noSpace(err))
+		return nil, destinationError(o.Dest, noSpace(err))
 	}
 	if err := root.MkdirAll(doneDir, 0o755); err != nil {
-		return nil, fmt.Errorf("destination %s: %w", o.Dest, noSpace(err))
+		return nil, destinationError(o.Dest, noSpace(err))
 	}
 
 	hit := func() *Manifest {

@@ -5,6 +5,7 @@ package loader
 import (
 	"errors"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,3 +56,12 @@ func freeSpace(dir string) (int64, error) {
 
 // isNoSpace reports a full disk or exhausted quota.
 func isNoSpace(err error) bool { return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) }
+
+// fileOwner is a file's owner and group.
+func fileOwner(info os.FileInfo) (uid, gid uint32, ok bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, false
+	}
+	return st.Uid, st.Gid, true
+}

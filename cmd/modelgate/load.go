@@ -31,6 +31,7 @@ const (
 	exitVerification = 5
 	exitNoSpace      = 6
 	exitTimeout      = 7
+	exitNotWritable  = 8
 )
 
 // loadExit maps a failure kind to its exit code and the word the
@@ -46,6 +47,7 @@ var loadExit = []struct {
 	{loader.ErrVerification, exitVerification, "verification failed"},
 	{loader.ErrNoSpace, exitNoSpace, "no space"},
 	{loader.ErrTimeout, exitTimeout, "timed out"},
+	{loader.ErrNotWritable, exitNotWritable, "not writable"},
 	{context.DeadlineExceeded, exitTimeout, "timed out"},
 }
 
@@ -60,7 +62,8 @@ oci://registry/repo(:tag|@sha256:<hex>). Credentials come from the
 environment (docs/loader.md), never from flags.
 
 Exit codes: 0 loaded (or already there), 1 failed, 2 invalid, 3 not found,
-4 access denied, 5 verification failed, 6 no space, 7 timed out.
+4 access denied, 5 verification failed, 6 no space, 7 timed out,
+8 destination not writable.
 
 Flags:
 `

@@ -379,3 +379,15 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Processes are the node's kubelet and containerd, by name, with their
+// process IDs (for a benchmark to read their memory).
+func (n *RealNode) Processes() map[string]int {
+	out := map[string]int{}
+	for _, p := range []*process{n.kubelet, n.container} {
+		if p != nil && p.cmd.Process != nil {
+			out[p.name] = p.cmd.Process.Pid
+		}
+	}
+	return out
+}

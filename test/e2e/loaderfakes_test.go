@@ -25,7 +25,6 @@ import (
 
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
-	"github.com/modelgate/modelgate/test/kubelet"
 )
 
 // The model servers the loader specs fetch from run in the test process,
@@ -54,15 +53,6 @@ func startHub(token string) (*hubtest.Server, string) {
 	repo.Private, repo.Tokens = true, []string{token}
 	hub.AddRepo(tinyLLM, repo)
 	return hub, repo.Refs["main"]
-}
-
-// contentDigests are the SHA-256 digests of files by path.
-func contentDigests(files []hubtest.File) map[string]string {
-	out := map[string]string{}
-	for _, f := range files {
-		out[f.Path] = f.Content.SHA256()
-	}
-	return out
 }
 
 // s3Creds are the store's static credentials (fake, and never to appear
@@ -174,30 +164,6 @@ func credentials(ctx context.Context, ns, name string, data map[string]string) {
 	})).To(Succeed())
 }
 
-// runContainer runs a container of a Pod with the kubelet stand-in,
-// modelgate's image path mapped to the binary under test, its output in
-// the spec's log and in out (when not nil).
-func runContainer(ctx context.Context, pod *corev1.Pod, name, dir string, out io.Writer) (*kubelet.Result, error) {
-	w := io.Writer(GinkgoWriter)
-	if out != nil {
-		w = io.MultiWriter(GinkgoWriter, out)
-	}
-	return kubelet.Run(ctx, k8s, pod, name, kubelet.Options{
-		Dir:      dir,
-		Binaries: map[string]string{"/modelgate": modelgatePath},
-		Timeout:  time.Minute,
-		Output:   w,
-	})
-}
-
-// kubeletDir is a fresh directory for the stand-in's volumes.
-func kubeletDir() string {
-	dir, err := os.MkdirTemp("", "modelgate-kubelet-")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(os.RemoveAll, dir)
-	return dir
-}
-
 // digestsUnder returns the SHA-256 of every file under dir, by slash path,
 // following symbolic links as a reader in the container would, and
 // skipping the directories named in skip.
@@ -230,22 +196,4 @@ func digestsUnder(dir string, skip ...string) map[string]string {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	return out
-}
-
-// syncBuffer is a buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -245,8 +245,9 @@ func routeToRealNode(ctx context.Context, ns string) {
 
 // localClaim makes a claim bound to a local volume on the real node: a
 // root-owned folder of the node's, as a cluster's storage class would
-// give a new claim (its root directory owned by root, mode 0755).
-func localClaim(ctx context.Context, ns, name, class string) {
+// give a new claim (its root directory owned by root, mode 0755). It
+// returns that folder.
+func localClaim(ctx context.Context, ns, name, class string) string {
 	n := realNode()
 	dir := filepath.Join(n.Dir, "local-volumes", ns+"-"+name)
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
@@ -258,4 +259,5 @@ func localClaim(ctx context.Context, ns, name, class string) {
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{n.Name}}},
 		}}}},
 	})
+	return dir
 }

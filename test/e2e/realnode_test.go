@@ -119,6 +119,27 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		Expect(everything).NotTo(ContainSubstring("e2eWrongToken"))
 	}, SpecTimeout(2*time.Minute))
 
+	It("an image the registry does not have: the Pod shows ErrImagePull, then ImagePullBackOff, with the image's name", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "real-image")
+		const image = "nvcr.io/acme/not-pushed:1.0"
+		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "missing-image"}).(*corev1.Pod)
+		p.Spec.Containers[0].Image = image
+		onRealNode(&p.Spec)
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		seen := map[string]string{}
+		Eventually(func(g Gomega) {
+			var pod corev1.Pod
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), &pod)).To(Succeed())
+			g.Expect(pod.Status.ContainerStatuses).To(HaveLen(1), describeStatus(&pod))
+			if w := pod.Status.ContainerStatuses[0].State.Waiting; w != nil && w.Reason != "ContainerCreating" {
+				seen[w.Reason] = w.Message
+			}
+			g.Expect(seen).To(HaveKey("ImagePullBackOff"))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Expect(seen["ImagePullBackOff"]).To(ContainSubstring(image))
+		Expect(events(ctx, ns)).To(And(ContainSubstring("Failed to pull image \""+image+"\""), ContainSubstring("ErrImagePull")))
+	}, SpecTimeout(2*time.Minute))
+
 	It("the loader killed mid-download: the kubelet restarts it and the load resumes, fetching less than the whole model again", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "real-kill")
 		hub := hubtest.New()

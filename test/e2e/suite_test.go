@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/cluster"
@@ -58,6 +59,8 @@ var (
 )
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	// The specs' own clients log through Ginkgo.
+	logf.SetLogger(GinkgoLogr)
 	root, err := env.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	binary := *modelgateBinary

@@ -12,7 +12,8 @@
 // and it never runs a model.
 //
 // It is a multi-call binary. The image links /bin/sh, python3, python,
-// vllm, text-generation-launcher and sglang to it, and it decides what to
+// vllm, text-generation-launcher, sglang and proxy (an HTTP reverse proxy,
+// for a sidecar the loader's traffic goes through) to it, and it decides what to
 // be from the name it was called by (see dispatch).
 package main
 
@@ -88,6 +89,8 @@ func commandFor(name string) command {
 		return runEngineCmd
 	case name == "sh" || name == "bash" || name == "dash":
 		return runShell
+	case name == "proxy":
+		return runProxy
 	case name == "vllm" || name == "text-generation-launcher" || name == "sglang" || pythonRE.MatchString(name):
 		return runLaunch
 	}
@@ -104,7 +107,7 @@ func dispatch(ctx context.Context, argv []string, p proc) int {
 	name := filepath.Base(argv[0])
 	run := commandFor(name)
 	if run == nil {
-		fmt.Fprintf(p.stderr, "engine: %s: not a program of the stand-in engine (sh, python3, vllm, text-generation-launcher, sglang)\n", name)
+		fmt.Fprintf(p.stderr, "engine: %s: not a program of the stand-in engine (sh, python3, vllm, text-generation-launcher, sglang, proxy)\n", name)
 		return 127
 	}
 	return run(ctx, argv, p)
@@ -114,7 +117,7 @@ func dispatch(ctx context.Context, argv []string, p proc) int {
 // running the binary without a link.
 func runEngineCmd(ctx context.Context, argv []string, p proc) int {
 	if len(argv) < 2 {
-		fmt.Fprintln(p.stderr, "usage: engine sh|python3|vllm|text-generation-launcher|sglang ARGS...")
+		fmt.Fprintln(p.stderr, "usage: engine sh|python3|vllm|text-generation-launcher|sglang|proxy ARGS...")
 		return 2
 	}
 	return dispatch(ctx, argv[1:], p)
