@@ -125,6 +125,8 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "missing-image"}).(*corev1.Pod)
 		p.Spec.Containers[0].Image = image
 		onRealNode(&p.Spec)
+		// Not opted in: the GPU taint is the Pod's to tolerate.
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		seen := map[string]string{}
 		Eventually(func(g Gomega) {
