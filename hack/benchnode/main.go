@@ -122,8 +122,7 @@ func run(ctx context.Context, binary, size string, files, rounds int) error {
 		r.hostMBps = host
 		results = append(results, r)
 	}
-	after := memory(c.RealNode.Processes())
-	report(os.Stdout, q.Value(), files, results, idle, after)
+	report(os.Stdout, q.Value(), files, results, idle, results[len(results)-1].memory)
 	return nil
 }
 
@@ -134,6 +133,8 @@ type round struct {
 	pulls                                                                           []string // "image in 707ms"
 	loaderMBps, hostMBps                                                            float64
 	message                                                                         string
+	// memory is the node's, with the Pod Ready.
+	memory map[string]rss
 }
 
 // deploy creates the injected vLLM Deployment in a namespace of its own,
@@ -209,6 +210,7 @@ func deploy(ctx context.Context, cs *kubernetes.Clientset, node *cluster.RealNod
 			return r, ctx.Err()
 		}
 	}
+	r.memory = memory(node.Processes())
 	events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return r, err
@@ -301,8 +303,9 @@ func hostLoad(ctx context.Context, binary, uri, hubURL, dest string) (float64, e
 // in KiB.
 type rss struct{ now, peak int64 }
 
-// memory reads the node's processes' memory, and the sum of the pods'
-// shims (containerd-shim-runc-v2, one per Pod).
+// memory reads the node's processes' memory, and the sum of the Pods'
+// shims (containerd-shim-runc-v2, one per Pod; /proc's comm cuts the name
+// to containerd-shim).
 func memory(procs map[string]int) map[string]rss {
 	out := map[string]rss{}
 	for name, pid := range procs {
@@ -310,7 +313,6 @@ func memory(procs map[string]int) map[string]rss {
 	}
 	entries, _ := os.ReadDir("/proc")
 	var shims rss
-	n := 0
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -320,10 +322,9 @@ func memory(procs map[string]int) map[string]rss {
 			s := readRSS(pid)
 			shims.now += s.now
 			shims.peak += s.peak
-			n++
 		}
 	}
-	out[fmt.Sprintf("shims (%d)", n)] = shims
+	out["containerd-shims"] = shims
 	return out
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 // report prints each round's timeline, the loader's throughput beside the
-// host's, and the node's memory.
+// host's, and the node's memory idle and with a Pod (after).
 func report(w io.Writer, size int64, files int, rounds []round, idle, after map[string]rss) {
 	fmt.Fprintf(w, "\nan injected vLLM Deployment (hf://, %d MiB in %d shards + config.json) to Ready on the real node; times from the create call, as a watch saw them\n\n", size>>20, files)
 	fmt.Fprintf(w, "%-6s %10s %12s %11s %15s %9s %15s %13s %9s   %s\n",
@@ -32,8 +32,8 @@ func report(w io.Writer, size int64, files int, rounds []round, idle, after map[
 		}
 		fmt.Fprintf(w, "%-6d %14.1f %14.1f %7.2f\n", i+1, r.loaderMBps, r.hostMBps, ratio)
 	}
-	fmt.Fprintf(w, "\nthe node's memory (MiB): resident now, and peak\n\n")
-	fmt.Fprintf(w, "%-22s %10s %10s %10s\n", "process", "idle", "after", "peak")
+	fmt.Fprintf(w, "\nthe node's memory (MiB): resident before the first round, with the last round's Pod Ready, and the peak\n\n")
+	fmt.Fprintf(w, "%-22s %10s %10s %10s\n", "process", "idle", "one pod", "peak")
 	names := slices.Sorted(maps.Keys(after))
 	for _, n := range slices.Sorted(maps.Keys(idle)) {
 		if !slices.Contains(names, n) {
