@@ -116,7 +116,12 @@ func requiredPlacementPatch(node string) string {
 
 // servingPlacementPatch is the serving Pods' CEL: host networking on, the
 // real node preferred (a preferred node affinity term appended to any the
-// Pod has) and the taint's toleration appended.
+// Pod has) and the taint's toleration appended. Where the Pod has a node
+// affinity without preferred terms (modelgate's GPU placement, on a
+// Deployment's template), the node affinity is replaced whole, its
+// required terms kept: adding the list alone at its path makes
+// kube-apiserver v1.36.3 fail the request (a handler panic, seen by the
+// client as "stream error: INTERNAL_ERROR").
 func servingPlacementPatch(node string) string {
 	const (
 		affinity  = `Object.spec.affinity`
@@ -132,7 +137,9 @@ func servingPlacementPatch(node string) string {
   !has(object.spec.affinity.nodeAffinity) ?
     JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}} :
   !has(object.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) ?
-    JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution", value: [` + term + `]} :
+    JSONPatch{op: "replace", path: "/spec/affinity/nodeAffinity", value: has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) ?
+      ` + nodeAff + `{requiredDuringSchedulingIgnoredDuringExecution: object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]} :
+      ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}} :
     JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/-", value: ` + term + `},
   ` + tolerationPatch() + `
 ]`
