@@ -66,7 +66,18 @@ func startDevcluster(root, dir string) *devcluster {
 			AddReportEntry("make run's output", string(d.out.Contents()))
 		}
 	})
-	Eventually(d.out).WithTimeout(3*time.Minute).Should(gbytes.Say("Press Ctrl-C to stop everything"), "make run did not start")
+	// Until it is ready, an exit is a failure at once, with what it said
+	// (the real node it could not start, in one line).
+	Eventually(func(g Gomega) {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			StopTrying(fmt.Sprintf("make run exited (%v) before it was ready:\n%s", err, d.out.Contents())).Now()
+		default:
+		}
+		g.Expect(string(d.out.Contents())).To(ContainSubstring("Press Ctrl-C to stop everything"))
+	}).WithTimeout(3*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "make run did not start")
+	Expect(d.out).To(gbytes.Say("Press Ctrl-C to stop everything"))
 	Eventually(d.out).WithTimeout(10*time.Second).Should(gbytes.Say(`The real node \S+ runs Pods in real containers`))
 	return d
 }
