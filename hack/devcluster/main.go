@@ -131,6 +131,11 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	if err := labelDefaultNamespace(ctx, admin, c.RealNode != nil); err != nil {
 		return err
 	}
+	if c.RealNode != nil {
+		if err := cluster.WaitServingPlacement(ctx, admin, "default"); err != nil {
+			return err
+		}
+	}
 	nodeList := &corev1.NodeList{}
 	if err := admin.List(ctx, nodeList); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)

@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/annotations"
@@ -151,4 +152,27 @@ func tolerationPatch() string {
 	return `has(object.spec.tolerations) ?
     JSONPatch{op: "add", path: "/spec/tolerations/-", value: ` + toleration + `} :
     JSONPatch{op: "add", path: "/spec/tolerations", value: [` + toleration + `]}`
+}
+
+// WaitServingPlacement waits until the serving placement acts on new Pods
+// in namespace ns (labelled RealNodeServingValue): kube-apiserver loads
+// admission policies from a watch, a moment after they are created, and a
+// Pod created before goes wherever the scheduler likes. It asks with
+// server-side dry runs of a Pod that names an engine.
+func WaitServingPlacement(ctx context.Context, c client.Client, ns string) error {
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		last = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement-probe", Annotations: map[string]string{annotations.Engine: "vllm"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "modelgate/test-engine:latest"}}},
+		}
+		if err := c.Create(ctx, last, client.DryRunAll); err != nil {
+			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", ns, err)
+		}
+		return last.Spec.HostNetwork, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the real node's serving placement in namespace %s: %w", ns, err)
+	}
+	return nil
 }
