@@ -78,7 +78,7 @@ func startDevcluster(root, dir string) *devcluster {
 		g.Expect(string(d.out.Contents())).To(ContainSubstring("Press Ctrl-C to stop everything"))
 	}).WithTimeout(3*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "make run did not start")
 	Expect(d.out).To(gbytes.Say("Press Ctrl-C to stop everything"))
-	Eventually(d.out).WithTimeout(10*time.Second).Should(gbytes.Say(`The real node \S+ runs Pods in real containers`))
+	Eventually(d.out).WithTimeout(10 * time.Second).Should(gbytes.Say(`The real node \S+ runs Pods in real containers`))
 	return d
 }
 
@@ -167,7 +167,7 @@ func readyOnRealNode(ctx context.Context, c client.Client, sel client.ListOption
 		g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "%s not scheduled", pod.Name)
 		g.Expect(pod.Spec.NodeName).To(Equal(node), "%s landed on %s", pod.Name, pod.Spec.NodeName)
 		g.Expect(seen[len(seen)-1]).To(Equal("Ready"), "%s went through %v", pod.Name, seen)
-	}).WithContext(ctx).WithTimeout(4*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed())
+	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 	AddReportEntry(pod.Name, strings.Join(seen, " -> "))
 	Expect(seen).To(ContainElement("Init:0/1"), "%s was never seen loading: %v", pod.Name, seen)
 	Expect(seen).To(ContainElement("Running"), "%s: %v", pod.Name, seen)
