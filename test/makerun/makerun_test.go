@@ -127,8 +127,7 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		}
 
 		By("the vLLM Deployment (hf://) and the v1beta1 AIInference (s3://): Init:0/1, then Running, then Ready, on the real node")
-		for _, app := range []client.ListOption{client.MatchingLabels{"app": "llm-server"}, client.MatchingLabels{"serving.modelgate.io/inference": "mistral-beta"}} {
-			pod := readyOnRealNode(ctx, dev, app, realNode)
+		for _, pod := range readyOnRealNode(ctx, dev, realNode, client.MatchingLabels{"app": "llm-server"}, client.MatchingLabels{"serving.modelgate.io/inference": "mistral-beta"}) {
 			logs, err := cs.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: mutators.LoaderContainerName}).DoRaw(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			AddReportEntry("kubectl logs "+pod.Name+" -c model-loader", string(logs))
@@ -150,28 +149,36 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 	}, SpecTimeout(10*time.Minute))
 })
 
-// readyOnRealNode waits for the one Pod the options select to be Ready on
-// node, having been seen initializing (the loader running) before, and
-// returns it.
-func readyOnRealNode(ctx context.Context, c client.Client, sel client.ListOption, node string) *corev1.Pod {
-	var seen []string
-	var pod *corev1.Pod
+// readyOnRealNode waits for the one Pod each selector selects to be
+// Ready on node, having been seen initializing (the loader running)
+// before, watching them all at once, and returns them.
+func readyOnRealNode(ctx context.Context, c client.Client, node string, sels ...client.MatchingLabels) []*corev1.Pod {
+	seen := make([][]string, len(sels))
+	pods := make([]*corev1.Pod, len(sels))
 	Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(c.List(ctx, pods, client.InNamespace("default"), sel)).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(1))
-		pod = &pods.Items[0]
-		if s := status(pod); len(seen) == 0 || seen[len(seen)-1] != s {
-			seen = append(seen, s)
+		for i, sel := range sels {
+			list := &corev1.PodList{}
+			g.Expect(c.List(ctx, list, client.InNamespace("default"), sel)).To(Succeed())
+			if len(list.Items) != 1 {
+				continue // not created yet
+			}
+			pods[i] = &list.Items[0]
+			if s := status(pods[i]); len(seen[i]) == 0 || seen[i][len(seen[i])-1] != s {
+				seen[i] = append(seen[i], s)
+			}
 		}
-		g.Expect(pod.Spec.NodeName).NotTo(BeEmpty(), "%s not scheduled", pod.Name)
-		g.Expect(pod.Spec.NodeName).To(Equal(node), "%s landed on %s", pod.Name, pod.Spec.NodeName)
-		g.Expect(seen[len(seen)-1]).To(Equal("Ready"), "%s went through %v", pod.Name, seen)
+		for i, p := range pods {
+			g.Expect(p).NotTo(BeNil(), "no Pod of %v", sels[i])
+			g.Expect(p.Spec.NodeName).To(Equal(node), "%s landed on %q", p.Name, p.Spec.NodeName)
+			g.Expect(seen[i][len(seen[i])-1]).To(Equal("Ready"), "%s went through %v", p.Name, seen[i])
+		}
 	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
-	AddReportEntry(pod.Name, strings.Join(seen, " -> "))
-	Expect(seen).To(ContainElement("Init:0/1"), "%s was never seen loading: %v", pod.Name, seen)
-	Expect(seen).To(ContainElement("Running"), "%s: %v", pod.Name, seen)
-	return pod
+	for i, p := range pods {
+		AddReportEntry(p.Name, strings.Join(seen[i], " -> "))
+		Expect(seen[i]).To(ContainElement("Init:0/1"), "%s was never seen loading: %v", p.Name, seen[i])
+		Expect(seen[i]).To(ContainElement("Running"), "%s: %v", p.Name, seen[i])
+	}
+	return pods
 }
 
 // status is what kubectl get pods shows of a Pod with one init container,
