@@ -165,7 +165,7 @@ test: test-unit test-policies helm-lint test-integration test-e2e ## Run every t
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e -e /test/makerun)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -187,9 +187,13 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/... -count=1
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
+## test/makerun runs after test/e2e, never beside it: each holds the
+## machine's one real node while it runs.
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes), and `make run`'s bin/devcluster.
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/makerun: root, as the real node specs).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v \
+		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
 .PHONY: bench-e2e

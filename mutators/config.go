@@ -38,6 +38,10 @@ type LoaderOptions struct {
 	ImageVolumes bool
 	// PullPolicy is the loader's image pull policy.
 	PullPolicy corev1.PullPolicy
+	// Env is the default loader's environment beside what modelgate sets
+	// (the Pod's UID, the credentials): literal values, the cluster's
+	// endpoints and settings. A scheme's loader does not get it.
+	Env []corev1.EnvVar
 }
 
 // LoaderImage is a loader: its image, command, arguments and security

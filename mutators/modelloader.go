@@ -371,8 +371,9 @@ const LoaderPodUIDEnv = "MODELGATE_POD_UID"
 // credentials of credentialEnv.
 func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath string) corev1.Container {
 	img := LoaderImage{Image: o.Image, Command: o.Command, Args: o.Args, SecurityContext: o.SecurityContext}
+	env := o.Env
 	if s, ok := o.Schemes[m.URI.Scheme]; ok {
-		img = s
+		img, env = s, nil
 	}
 	envFrom, credEnv := credentialEnv(m)
 	c := corev1.Container{
@@ -393,10 +394,11 @@ func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath stri
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// The loader's identity in a shared cache's lock: the Pod, not the
 		// host name, which hostNetwork Pods share with the node. It comes
-		// first, the mapped credentials after it.
-		Env: append([]corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+		// first, the Configuration's environment next, the mapped
+		// credentials last (the later of two equal names wins).
+		Env: slices.Concat([]corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"},
-		}}}, credEnv...),
+		}}}, env, credEnv),
 		EnvFrom: envFrom,
 	}
 	if c.ImagePullPolicy == "" {

@@ -272,6 +272,32 @@ func TestModelLoader(t *testing.T) {
 			want:        modelInjected(1, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader")), emptyDir("", ""), "/models", ""),
 			wantChanged: true, wantOwns: []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"},
 		},
+		"the Configuration's environment: after the Pod's UID, before the mapped credentials": {
+			model: modelSettings(s3Llama, credentials("s3-reader"), func(m *annotations.ModelSettings) {
+				m.CredentialKeys = []annotations.CredentialKey{{Env: "AWS_ENDPOINT_URL_S3", Key: "endpoint"}}
+			}),
+			options: func(o *LoaderOptions) {
+				o.Env = []corev1.EnvVar{{Name: "AWS_ENDPOINT_URL_S3", Value: "http://127.0.0.1:9000"}, {Name: "AWS_REGION", Value: "us-east-1"}}
+			},
+			want: modelInjected(0, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader"), func(c *corev1.Container) {
+				c.Env = append(c.Env,
+					corev1.EnvVar{Name: "AWS_ENDPOINT_URL_S3", Value: "http://127.0.0.1:9000"}, corev1.EnvVar{Name: "AWS_REGION", Value: "us-east-1"},
+					corev1.EnvVar{Name: "AWS_ENDPOINT_URL_S3", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "s3-reader"}, Key: "endpoint"}}})
+			}), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"the Configuration's environment is the default loader's, not a scheme's": {
+			model: modelSettings(s3Llama),
+			options: func(o *LoaderOptions) {
+				o.Env = []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-east-1"}}
+				o.Schemes = map[annotations.Scheme]LoaderImage{annotations.SchemeS3: {Image: "registry.example.com/loaders/s3:2"}}
+			},
+			want: modelInjected(0, wantLoader(s3Llama, "/models", "", func(c *corev1.Container) {
+				c.Image, c.Command = "registry.example.com/loaders/s3:2", nil
+			}), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
 		"the scheme's loader image overrides the default": {
 			model: modelSettings(s3Llama),
 			options: func(o *LoaderOptions) {

@@ -47,6 +47,9 @@ func mutatorOptions(cfg *config.Configuration) *mutators.Options {
 			PeriodSeconds: in.Probes.PeriodSeconds,
 		},
 	}
+	for _, v := range in.Loader.Env {
+		o.Loader.Env = append(o.Loader.Env, corev1.EnvVar{Name: v.Name, Value: v.Value})
+	}
 	if in.Loader.Resources != nil {
 		o.Loader.Resources = *in.Loader.Resources.DeepCopy()
 	}

@@ -1,9 +1,11 @@
 // Command devcluster is `make run`: it starts a small simulated GPU cluster
 // (test/cluster: etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler, kwok with the fake nodes in config/dev/nodes.yaml) with
-// modelgate serving its webhooks, writes bin/dev/kubeconfig, prints the
-// nodes and then where each pod lands, and on Ctrl-C stops everything it
-// started.
+// kube-scheduler, kwok with the fake nodes in config/dev/nodes.yaml, and as
+// root the real node) with modelgate serving its webhooks, and a Hub and an
+// S3 store on loopback serving the samples' model, which the loaders reach
+// through modelgate's Configuration. It writes bin/dev/kubeconfig, prints
+// the nodes and then where each pod lands, and on Ctrl-C stops everything
+// it started.
 package main
 
 import (
@@ -23,8 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 func main() {
@@ -88,12 +92,17 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	}
 
 	started := time.Now()
+	models, err := startModelSource()
+	if err != nil {
+		return err
+	}
+	defer models.Close()
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
 	c, err := cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
-		// Tainted: the samples name models on the Hub and S3, which the
-		// cluster does not serve yet, so they stay on kwok's nodes; a
-		// namespace labelled for it sends Pods to the real node.
+		Configure: func(cfg *config.Configuration) { configureLoader(cfg, models) },
+		// Tainted: only Pods that tolerate it land there, which in
+		// "default" are the serving Pods (labelDefaultNamespace).
 		RealNode: cluster.RealNodeOptions{Mode: mode, Taint: true},
 	})
 	defer func() {
@@ -117,16 +126,22 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 		return fmt.Errorf("creating a client: %w", err)
 	}
 	// The samples land in "default": give it a team, so they show the
-	// modelgate.io/team label too.
-	if err := labelDefaultNamespace(ctx, admin); err != nil {
+	// modelgate.io/team label too, and send its serving Pods to the real
+	// node.
+	if err := labelDefaultNamespace(ctx, admin, c.RealNode != nil); err != nil {
 		return err
+	}
+	if c.RealNode != nil {
+		if err := cluster.WaitServingPlacement(ctx, admin, "default"); err != nil {
+			return err
+		}
 	}
 	nodeList := &corev1.NodeList{}
 	if err := admin.List(ctx, nodeList); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
-	printRealNode(c)
+	k := printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
+	printRealNode(c, k)
 
 	placements := make(chan error, 1)
 	go func() { placements <- printPlacements(ctx, c.Admin, nodeList.Items, os.Stdout) }()
@@ -144,10 +159,22 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	return nil
 }
 
+// configureLoader points the loaders at the samples' model source, once
+// for the cluster, and has them log their progress every second (the
+// model is small).
+func configureLoader(cfg *config.Configuration, models *modelSource) {
+	cfg.Injection.Loader.Env = models.loaderEnv()
+	cfg.Injection.Loader.Args = []string{"--uri=" + mutators.ArgURI, "--dest=" + mutators.ArgDest, "--progress-interval=1s"}
+}
+
 // sampleTeam is the team "default" gets in the dev cluster.
 const sampleTeam = "ml-platform"
 
-func labelDefaultNamespace(ctx context.Context, c client.Client) error {
+// labelDefaultNamespace gives "default" its team and, with the real
+// node, the label that makes its serving Pods prefer the real node (with
+// host networking): the samples' loaders and engines run there in real
+// containers when it fits them, and on kwok's nodes otherwise.
+func labelDefaultNamespace(ctx context.Context, c client.Client, realNode bool) error {
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "default"}, ns); err != nil {
 		return fmt.Errorf("reading namespace default: %w", err)
@@ -156,13 +183,18 @@ func labelDefaultNamespace(ctx context.Context, c client.Client) error {
 		ns.Labels = map[string]string{}
 	}
 	ns.Labels[annotations.NamespaceTeam] = sampleTeam
+	if realNode {
+		ns.Labels[cluster.RealNodeNamespaceLabel] = cluster.RealNodeServingValue
+	}
 	if err := c.Update(ctx, ns); err != nil {
 		return fmt.Errorf("labelling namespace default: %w", err)
 	}
 	return nil
 }
 
-func printUsage(root, kubeconfig string, took time.Duration, nodes, logDir string) {
+// printUsage prints the nodes and how to use the cluster, and returns the
+// kubectl command line it tells the user to use.
+func printUsage(root, kubeconfig string, took time.Duration, nodes, logDir string) string {
 	rel := func(p string) string {
 		if r, err := filepath.Rel(root, p); err == nil {
 			return r
@@ -191,8 +223,9 @@ kubelets of these fake nodes (config/dev/nodes.yaml):
   %s get workloadpolicies
   %s get policyreports -A
 
-Pods are scheduled for real (GPU counts, products, memory, taints) and
-kwok marks them Running (a Job's pods then Succeeded); no container runs.
+Pods are scheduled for real (GPU counts, products, memory, taints); on
+kwok's nodes kwok marks them Running (a Job's pods then Succeeded) and no
+container runs.
 Where each pod lands is printed below as it happens. The samples include an
 AIInference in each of v1alpha1, v1beta1 and v1, all stored as v1; read any
 of them in any version. modelgate's controller makes each a Deployment and a
@@ -207,17 +240,33 @@ samples already applied.
 Component logs: %s. Press Ctrl-C to stop everything.
 
 `, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
+	return k
 }
 
-// printRealNode says whether the real node runs, and if not, why.
-func printRealNode(c *cluster.Cluster) {
+// printRealNode says whether the real node runs, and if not, why; when
+// it runs, where the samples land and how to watch their loaders.
+func printRealNode(c *cluster.Cluster, k string) {
 	switch {
 	case c.RealNode != nil:
-		fmt.Printf("The real node %s runs Pods in real containers (kubelet, containerd, runc; host\n"+
-			"networking; %d GPUs from a device plugin; images from the registry on %s).\n"+
-			"Pods in a namespace labelled %s=true run there, with host\n"+
-			"networking. Its logs: %s/kubelet.log and containerd.log.\n\n",
-			c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, cluster.RealNodeNamespaceLabel, c.LogDir)
+		fmt.Printf(`The real node %s runs Pods in real containers (kubelet, containerd, runc;
+host networking; %d GPUs from a device plugin; images from the registry on
+%s, a stand-in engine for vLLM's, SGLang's and TGI's). In "default", the
+Pods that name a serving engine (the sample Deployment's and the
+AIInferences') prefer it: there the loader really downloads the samples'
+model, hf://%s or s3://%s/%s (%d MiB, from a Hub
+and an S3 store on loopback that the Configuration's injection.loader.env
+points the loaders at), and the engine serves it:
+
+  %s get pods -o wide -w    # Init:0/1, PodInitializing, Running, then READY 1/1
+  %s logs deploy/llm-server -c model-loader
+
+Pods it cannot fit (GPUs, CPU, memory, a port already taken on the host)
+go to kwok's nodes, as do the Job and the notebook (no stand-in runs
+their images). Pods in a namespace labelled %s=true
+all run there. Its logs: %s/kubelet.log and containerd.log.
+
+`, c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, sampleHFRepo, sampleS3Bucket, sampleS3Prefix,
+			sampleModelSize()>>20, k, k, cluster.RealNodeNamespaceLabel, c.LogDir)
 	case c.RealNodeSkipped != "":
 		fmt.Printf("No real node (kwok's nodes only): %s.\n\n", c.RealNodeSkipped)
 	}

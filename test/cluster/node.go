@@ -134,7 +134,7 @@ func prepareRealNode(root, dir, logDir string, o RealNodeOptions, te *envtest.En
 		Name: nodeName(), Dir: filepath.Join(dir, "node"), LogDir: logDir, opts: o.withDefaults(), bins: bins, lock: lock,
 	}
 	n.GPUs = n.opts.GPUs
-	n.footprint = nodeFootprint{dir: n.Dir, binaries: []string{bins.kubelet, bins.containerd, bins.shim}}
+	n.footprint = newNodeFootprint(n.Dir, bins)
 	if err := n.footprint.clean(); err != nil {
 		n.unlock()
 		return nil, fmt.Errorf("removing what an earlier real node left: %w", err)
@@ -334,6 +334,13 @@ func (n *RealNode) Stop() error {
 // Leftovers lists what the node left on the machine after Stop:
 // processes, mounts, cgroups and paths. It is empty when Stop was clean.
 func (n *RealNode) Leftovers() []string { return n.footprint.leftovers() }
+
+// RealNodeLeftovers lists what the real node of a cluster started in
+// another process (`make run`) with Options.Root root and Options.Dir dir
+// left on the machine, as Leftovers does.
+func RealNodeLeftovers(root, dir string) []string {
+	return newNodeFootprint(filepath.Join(dir, "node"), builtNodeBinaries(root)).leftovers()
+}
 
 func (n *RealNode) unlock() {
 	if n.lock != nil {

@@ -27,6 +27,21 @@ type nodeFootprint struct {
 	binaries []string
 }
 
+// newNodeFootprint is the footprint of the node in dir running bins. The
+// binaries are kept by their real paths, which is how /proc/<pid>/exe
+// names them: bin/k8s or bin/node may be links (a worktree sharing
+// another's builds).
+func newNodeFootprint(dir string, bins nodeBinaries) nodeFootprint {
+	f := nodeFootprint{dir: dir}
+	for _, b := range []string{bins.kubelet, bins.containerd, bins.shim} {
+		if real, err := filepath.EvalSymlinks(b); err == nil {
+			b = real
+		}
+		f.binaries = append(f.binaries, b)
+	}
+	return f
+}
+
 // mountPrefixes are the trees under which the node mounts: its folder
 // (the kubelet's root, bind-mounted onto itself, volumes, containerd's
 // snapshots and rootfs) and the machine's run-time folders.

@@ -8,25 +8,69 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/annotations"
 )
 
-// RealNodeNamespaceLabel routes a namespace's Pods to the real node: in a
-// namespace labelled RealNodeNamespaceLabel=true, every Pod is created
-// with host networking, the real node's name as node selector and its
-// taint tolerated, by a MutatingAdmissionPolicy of the cluster's. The
-// real node has no Pod network (all traffic stays on loopback), so a Pod
-// there must use the host's; this lets a published manifest, or the
-// Deployment an AIInference becomes, run there unchanged.
+// RealNodeNamespaceLabel routes a namespace's Pods to the real node, by a
+// MutatingAdmissionPolicy of the cluster's. The real node has no Pod
+// network (all traffic stays on loopback), so a Pod there must use the
+// host's; this lets a published manifest, or the Deployment an
+// AIInference becomes, run there unchanged. Its values:
+//
+//   - RealNodeRequired ("true"): every Pod of the namespace is created
+//     with host networking, the real node's name as node selector and its
+//     taint tolerated, so it runs there or nowhere (the e2e specs).
+//   - RealNodeServing ("serving"): the Pods that name a serving engine
+//     (modelgate.io/engine: what the stand-in engine of the real node's
+//     images stands in for) are created with host networking, the taint
+//     tolerated and the real node preferred: they land there when it fits
+//     them (GPUs, CPU, memory, and their ports on the host's network) and
+//     on kwok's nodes otherwise. Other Pods are left alone (`make run`'s
+//     samples).
 const RealNodeNamespaceLabel = "simulated-cluster.modelgate.io/real-node"
 
-// realNodePolicyName names the policy and its binding.
-const realNodePolicyName = "simulated-cluster-real-node"
+// The values of RealNodeNamespaceLabel.
+const (
+	RealNodeRequiredValue = "true"
+	RealNodeServingValue  = "serving"
+)
 
-// installRealNodePlacement installs the policy and its binding.
+// realNodePolicyName names the required placement's policy and its
+// binding, realNodeServingPolicyName the serving Pods'.
+const (
+	realNodePolicyName        = "simulated-cluster-real-node"
+	realNodeServingPolicyName = "simulated-cluster-real-node-serving"
+)
+
+// realNodePreferenceWeight is the preferred node affinity's weight: the
+// most there is, so that the scheduler's other scores (kwok's nodes are
+// far bigger and emptier) do not outweigh it where the real node fits.
+const realNodePreferenceWeight = 100
+
+// installRealNodePlacement installs both policies and their bindings.
 func installRealNodePlacement(ctx context.Context, c client.Client, node string) error {
+	required := placementPolicy(realNodePolicyName, RealNodeRequiredValue, requiredPlacementPatch(node), nil)
+	serving := placementPolicy(realNodeServingPolicyName, RealNodeServingValue, servingPlacementPatch(node),
+		[]admissionregistrationv1.MatchCondition{{
+			Name:       "names-a-serving-engine",
+			Expression: `has(object.metadata.annotations) && ` + strconv.Quote(annotations.Engine) + ` in object.metadata.annotations`,
+		}})
+	for _, obj := range append(required, serving...) {
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// placementPolicy is a policy patching Pods on creation, with its binding
+// to the namespaces labelled RealNodeNamespaceLabel=value.
+func placementPolicy(name, value, patch string, conditions []admissionregistrationv1.MatchCondition) []client.Object {
 	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: realNodePolicyName},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -36,44 +80,99 @@ func installRealNodePlacement(ctx context.Context, c client.Client, node string)
 					},
 				}},
 			},
+			MatchConditions:    conditions,
 			FailurePolicy:      new(admissionregistrationv1.Fail),
 			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
 			Mutations: []admissionregistrationv1.Mutation{{
 				PatchType: admissionregistrationv1.PatchTypeJSONPatch,
-				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: placementPatch(node)},
+				JSONPatch: &admissionregistrationv1.JSONPatch{Expression: patch},
 			}},
 		},
 	}
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: realNodePolicyName},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{
-			PolicyName: realNodePolicyName,
+			PolicyName: name,
 			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{RealNodeNamespaceLabel: "true"}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{RealNodeNamespaceLabel: value}},
 			},
 		},
 	}
-	for _, obj := range []client.Object{policy, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("creating %T %s: %w", obj, obj.GetName(), err)
-		}
-	}
-	return nil
+	return []client.Object{policy, binding}
 }
 
-// placementPatch is the policy's CEL: a JSON patch that turns host
-// networking on, adds the node selector (beside any the Pod has) and
-// appends the taint's toleration.
-func placementPatch(node string) string {
+// requiredPlacementPatch is the required placement's CEL: a JSON patch
+// that turns host networking on, adds the node selector (beside any the
+// Pod has) and appends the taint's toleration.
+func requiredPlacementPatch(node string) string {
 	q := strconv.Quote
-	toleration := `Object.spec.tolerations{key: ` + q(RealNodeTaint) + `, operator: "Exists", effect: "NoSchedule"}`
 	return `[
   JSONPatch{op: "add", path: "/spec/hostNetwork", value: true},
   has(object.spec.nodeSelector) ?
     JSONPatch{op: "add", path: "/spec/nodeSelector/" + jsonpatch.escapeKey(` + q(corev1.LabelHostname) + `), value: ` + q(node) + `} :
     JSONPatch{op: "add", path: "/spec/nodeSelector", value: {` + q(corev1.LabelHostname) + `: ` + q(node) + `}},
-  has(object.spec.tolerations) ?
-    JSONPatch{op: "add", path: "/spec/tolerations/-", value: ` + toleration + `} :
-    JSONPatch{op: "add", path: "/spec/tolerations", value: [` + toleration + `]}
+  ` + tolerationPatch() + `
 ]`
+}
+
+// servingPlacementPatch is the serving Pods' CEL: host networking on, the
+// real node preferred (a preferred node affinity term appended to any the
+// Pod has) and the taint's toleration appended. Where the Pod has a node
+// affinity without preferred terms (modelgate's GPU placement, on a
+// Deployment's template), the node affinity is replaced whole, its
+// required terms kept: adding the list alone at its path makes
+// kube-apiserver v1.36.3 fail the request (a handler panic, seen by the
+// client as "stream error: INTERNAL_ERROR").
+func servingPlacementPatch(node string) string {
+	const (
+		affinity  = `Object.spec.affinity`
+		nodeAff   = affinity + `.nodeAffinity`
+		preferred = nodeAff + `.preferredDuringSchedulingIgnoredDuringExecution`
+	)
+	term := preferred + `{weight: ` + strconv.Itoa(realNodePreferenceWeight) + `, preference: ` + preferred + `.preference{matchExpressions: [` +
+		preferred + `.preference.matchExpressions{key: ` + strconv.Quote(corev1.LabelHostname) + `, operator: "In", values: [` + strconv.Quote(node) + `]}]}}`
+	return `[
+  JSONPatch{op: "add", path: "/spec/hostNetwork", value: true},
+  !has(object.spec.affinity) ?
+    JSONPatch{op: "add", path: "/spec/affinity", value: ` + affinity + `{nodeAffinity: ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}}} :
+  !has(object.spec.affinity.nodeAffinity) ?
+    JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity", value: ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}} :
+  !has(object.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution) ?
+    JSONPatch{op: "replace", path: "/spec/affinity/nodeAffinity", value: has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) ?
+      ` + nodeAff + `{requiredDuringSchedulingIgnoredDuringExecution: object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]} :
+      ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}} :
+    JSONPatch{op: "add", path: "/spec/affinity/nodeAffinity/preferredDuringSchedulingIgnoredDuringExecution/-", value: ` + term + `},
+  ` + tolerationPatch() + `
+]`
+}
+
+// tolerationPatch appends the real node taint's toleration.
+func tolerationPatch() string {
+	toleration := `Object.spec.tolerations{key: ` + strconv.Quote(RealNodeTaint) + `, operator: "Exists", effect: "NoSchedule"}`
+	return `has(object.spec.tolerations) ?
+    JSONPatch{op: "add", path: "/spec/tolerations/-", value: ` + toleration + `} :
+    JSONPatch{op: "add", path: "/spec/tolerations", value: [` + toleration + `]}`
+}
+
+// WaitServingPlacement waits until the serving placement acts on new Pods
+// in namespace ns (labelled RealNodeServingValue): kube-apiserver loads
+// admission policies from a watch, a moment after they are created, and a
+// Pod created before goes wherever the scheduler likes. It asks with
+// server-side dry runs of a Pod that names an engine.
+func WaitServingPlacement(ctx context.Context, c client.Client, ns string) error {
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		last = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement-probe", Annotations: map[string]string{annotations.Engine: "vllm"}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "modelgate/test-engine:latest"}}},
+		}
+		if err := c.Create(ctx, last, client.DryRunAll); err != nil {
+			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", ns, err)
+		}
+		return last.Spec.HostNetwork, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the real node's serving placement in namespace %s: %w", ns, err)
+	}
+	return nil
 }

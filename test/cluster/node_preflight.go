@@ -63,16 +63,8 @@ func checkNodeMachine(root string) (nodeBinaries, error) {
 	if err := hasCgroups(); err != nil {
 		return nodeBinaries{}, err
 	}
-	k8s := filepath.Join(root, "bin", "k8s", env.KubernetesVersion)
-	node := filepath.Join(root, "bin", "node", ContainerdVersion)
-	b := nodeBinaries{
-		kubelet:    filepath.Join(k8s, "kubelet"),
-		containerd: filepath.Join(node, "containerd"),
-		shim:       filepath.Join(node, "containerd-shim-runc-v2"),
-		cniDir:     filepath.Join(node, "cni"),
-		runc:       runc,
-		images:     filepath.Join(root, "bin", "node", "images"),
-	}
+	b := builtNodeBinaries(root)
+	b.runc = runc
 	for _, p := range []string{b.kubelet, b.containerd, b.shim, filepath.Join(b.cniDir, "loopback")} {
 		if _, err := os.Stat(p); err != nil {
 			return nodeBinaries{}, &NodeUnavailableError{p + " not built", "run `make cluster-tools`"}
@@ -88,6 +80,20 @@ func checkNodeMachine(root string) (nodeBinaries, error) {
 			"the real node would share its sockets and cgroups; stop it, or use kwok's nodes only"}
 	}
 	return b, nil
+}
+
+// builtNodeBinaries are where the Makefile builds the node's binaries and
+// images under root (runc, from the system, is not among them).
+func builtNodeBinaries(root string) nodeBinaries {
+	k8s := filepath.Join(root, "bin", "k8s", env.KubernetesVersion)
+	node := filepath.Join(root, "bin", "node", ContainerdVersion)
+	return nodeBinaries{
+		kubelet:    filepath.Join(k8s, "kubelet"),
+		containerd: filepath.Join(node, "containerd"),
+		shim:       filepath.Join(node, "containerd-shim-runc-v2"),
+		cniDir:     filepath.Join(node, "cni"),
+		images:     filepath.Join(root, "bin", "node", "images"),
+	}
 }
 
 // lookPath finds a program on PATH or in the system's sbin folders, which a

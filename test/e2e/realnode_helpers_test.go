@@ -239,7 +239,7 @@ func routeToRealNode(ctx context.Context, ns string) {
 	realNode()
 	obj := &corev1.Namespace{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, obj)).To(Succeed())
-	obj.Labels[cluster.RealNodeNamespaceLabel] = "true"
+	obj.Labels[cluster.RealNodeNamespaceLabel] = cluster.RealNodeRequiredValue
 	Expect(k8s.Update(ctx, obj)).To(Succeed())
 }
 

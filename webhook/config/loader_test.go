@@ -131,6 +131,51 @@ func TestValidateLoaderArgs(t *testing.T) {
 	}
 }
 
+func TestValidateLoaderEnv(t *testing.T) {
+	cases := map[string]struct {
+		env        []config.EnvVar
+		wantFields []string
+		wantMsg    string
+	}{
+		"endpoints": {env: []config.EnvVar{{Name: "HF_ENDPOINT", Value: "http://127.0.0.1:8080"}, {Name: "AWS_ENDPOINT_URL_S3", Value: "http://127.0.0.1:9000"}, {Name: "AWS_REGION", Value: "us-east-1"}}},
+		"a name that is no variable's": {
+			env:        []config.EnvVar{{Name: "HF=ENDPOINT", Value: "x"}},
+			wantFields: []string{"injection.loader.env[0].name"},
+		},
+		"twice": {
+			env:        []config.EnvVar{{Name: "AWS_REGION", Value: "a"}, {Name: "AWS_REGION", Value: "b"}},
+			wantFields: []string{"injection.loader.env[1].name"},
+		},
+		"the Pod's UID, which modelgate sets": {
+			env:        []config.EnvVar{{Name: "MODELGATE_POD_UID", Value: "x"}},
+			wantFields: []string{"injection.loader.env[0].name"},
+			wantMsg:    "modelgate sets MODELGATE_POD_UID itself",
+		},
+		"credentials": {
+			env:        []config.EnvVar{{Name: "HF_TOKEN", Value: "hf_x"}, {Name: "HF_ENDPOINT", Value: "http://hub"}, {Name: "AWS_SECRET_ACCESS_KEY", Value: "s"}, {Name: "secretKey", Value: "s"}},
+			wantFields: []string{"injection.loader.env[0].name", "injection.loader.env[2].name", "injection.loader.env[3].name"},
+			wantMsg:    "HF_TOKEN is a credential and would be written into every Pod spec: put it in the Secret that modelgate.io/model-credentials names",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := config.New()
+			c.Injection.Loader.Env = tc.env
+			errs := c.Validate()
+			var got []string
+			for _, e := range errs {
+				got = append(got, e.Field)
+			}
+			if diff := cmp.Diff(tc.wantFields, got); diff != "" {
+				t.Errorf("invalid fields (-want +got):\n%s", diff)
+			}
+			if tc.wantMsg != "" && !strings.Contains(errs.ToAggregate().Error(), tc.wantMsg) {
+				t.Errorf("errors %v do not say %q", errs, tc.wantMsg)
+			}
+		})
+	}
+}
+
 func TestParseLoaderSecurityContextStrict(t *testing.T) {
 	_, err := config.Parse([]byte(header + "injection:\n  loader:\n    securityContext: {runAsRoot: true}\n"))
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "injection.loader.securityContext.runAsRoot") {

@@ -178,6 +178,16 @@ type Loader struct {
 	// ImageVolumes mounts oci:// models as image volumes instead of running
 	// the loader; needs Kubernetes 1.33+ with the ImageVolume feature.
 	ImageVolumes bool `json:"imageVolumes,omitempty"`
+	// Env is the environment every injected loader gets, set once for the
+	// cluster: where models come from (HF_ENDPOINT, AWS_ENDPOINT_URL_S3,
+	// AWS_REGION, a proxy), not who may read them. The values are written
+	// into every Pod spec, so credentials are refused here: they stay in
+	// the Secret modelgate.io/model-credentials names, whose keys reach the
+	// loader as envFrom. A variable set here wins over a key of that
+	// Secret with the same name (Kubernetes: env over envFrom), and a key
+	// mapped by modelgate.io/model-credentials-keys wins over this. A
+	// scheme's loader (Schemes) does not get it.
+	Env []EnvVar `json:"env,omitempty"`
 }
 
 // LoaderImage is a loader for one scheme: its image, command, args

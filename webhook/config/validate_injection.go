@@ -31,6 +31,7 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(lp.Child("pullPolicy"), in.Loader.PullPolicy, pullPolicies))
 	}
 	errs = append(errs, validateLoaderArgs(in.Loader.Args, lp.Child("args"))...)
+	errs = append(errs, validateLoaderEnv(in.Loader.Env, lp.Child("env"))...)
 	for _, scheme := range slices.Sorted(maps.Keys(in.Loader.Schemes)) {
 		img := in.Loader.Schemes[scheme]
 		sp := lp.Child("schemes").Key(scheme)
@@ -94,4 +95,40 @@ func validateLoaderArgs(args []string, p *field.Path) field.ErrorList {
 	default:
 		return field.ErrorList{field.Invalid(p.Index(i), args[i], err.Error())}
 	}
+}
+
+// credentialVars are the variables modelgate's loader reads credentials
+// from (the loader packages' names, and the aliases a Secret's keys take,
+// see loader/s3), which injection.loader.env refuses: its values are
+// written into every Pod spec.
+var credentialVars = []string{
+	"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN",
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+	"aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+	"access_key_id", "secret_access_key", "session_token",
+	"accessKey", "secretKey", "sessionToken", "accesskey", "secretkey",
+	"GOOGLE_APPLICATION_CREDENTIALS_JSON", "OCI_PASSWORD", "OCI_TOKEN",
+}
+
+// validateLoaderEnv checks the loaders' environment: valid names, each
+// once, neither the variable modelgate sets itself nor a credential.
+func validateLoaderEnv(env []EnvVar, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, v := range env {
+		np := p.Index(i).Child("name")
+		switch {
+		case len(validation.IsEnvVarName(v.Name)) > 0:
+			errs = append(errs, field.Invalid(np, v.Name, validation.IsEnvVarName(v.Name)[0]))
+		case seen[v.Name]:
+			errs = append(errs, field.Duplicate(np, v.Name))
+		case v.Name == mutators.LoaderPodUIDEnv:
+			errs = append(errs, field.Forbidden(np, "modelgate sets "+v.Name+" itself"))
+		case slices.Contains(credentialVars, v.Name):
+			errs = append(errs, field.Forbidden(np, v.Name+" is a credential and would be written into every Pod spec: "+
+				"put it in the Secret that "+annotations.ModelCredentials+" names"))
+		}
+		seen[v.Name] = true
+	}
+	return errs
 }

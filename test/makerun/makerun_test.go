@@ -1,0 +1,273 @@
+package makerun_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/env"
+)
+
+// devcluster is one `make run`.
+type devcluster struct {
+	cmd    *exec.Cmd
+	out    *gbytes.Buffer
+	exited chan error
+	dir    string
+}
+
+// startDevcluster starts bin/devcluster with the real node required, in
+// dir, and waits for it to say it is ready.
+func startDevcluster(root, dir string) *devcluster {
+	binary, mg := *devclusterBinary, *modelgateBinary
+	if binary == "" {
+		binary = filepath.Join(root, "bin", "devcluster")
+	}
+	if mg == "" {
+		mg = filepath.Join(root, "bin", "modelgate")
+	}
+	d := &devcluster{out: gbytes.NewBuffer(), exited: make(chan error, 1), dir: dir}
+	d.cmd = exec.Command(binary, "--modelgate", mg, "--dir", dir, "--user", "newcomer", "--real-node=on")
+	d.cmd.Dir = root
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	Expect(d.cmd.Start()).To(Succeed(), "run `make devcluster`")
+	go func() { d.exited <- d.cmd.Wait() }()
+	DeferCleanup(func() {
+		if d.cmd.ProcessState == nil {
+			// A failed spec: stop it as Ctrl-C does, so that the node is
+			// cleaned up, and say what it printed.
+			_ = d.cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-d.exited:
+			case <-time.After(2 * time.Minute):
+				_ = d.cmd.Process.Kill()
+			}
+			AddReportEntry("make run's output", string(d.out.Contents()))
+		}
+	})
+	// Until it is ready, an exit is a failure at once, with what it said
+	// (the real node it could not start, in one line).
+	Eventually(func(g Gomega) {
+		select {
+		case err := <-d.exited:
+			d.exited <- err
+			StopTrying(fmt.Sprintf("make run exited (%v) before it was ready:\n%s", err, d.out.Contents())).Now()
+		default:
+		}
+		g.Expect(string(d.out.Contents())).To(ContainSubstring("Press Ctrl-C to stop everything"))
+	}).WithTimeout(3*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "make run did not start")
+	Expect(d.out).To(gbytes.Say("Press Ctrl-C to stop everything"))
+	Eventually(d.out).WithTimeout(10 * time.Second).Should(gbytes.Say(`The real node \S+ runs Pods in real containers`))
+	return d
+}
+
+// interrupt stops make run with Ctrl-C and checks that it stopped
+// cleanly and that its real node left nothing on the machine.
+func (d *devcluster) interrupt(root string) {
+	children := descendants(d.cmd.Process.Pid)
+	Expect(d.cmd.Process.Signal(os.Interrupt)).To(Succeed())
+	Eventually(d.exited).WithTimeout(2*time.Minute).Should(Receive(BeNil()), "make run's exit")
+	Expect(d.out).To(gbytes.Say("stopped; nothing left running"))
+	for pid, name := range children {
+		Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived make run", name, pid)
+	}
+	Expect(cluster.RealNodeLeftovers(root, d.dir)).To(BeEmpty(), "what the real node left on the machine")
+}
+
+var _ = Describe("make run (bin/devcluster) with the real node", func() {
+	It("runs the samples' loaders and an engine on the real node, leaves nothing on Ctrl-C, and starts clean again right after", func(ctx SpecContext) {
+		Expect(os.Geteuid()).To(Equal(0), "the real node needs root: run make test-e2e as root")
+		root, err := env.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		d := startDevcluster(root, dir)
+
+		kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		dev, err := client.New(kc, client.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		cs, err := kubernetes.NewForConfig(kc)
+		Expect(err).NotTo(HaveOccurred())
+		nodes := &corev1.NodeList{}
+		Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
+		Expect(nodes.Items).To(HaveLen(1), "the real node")
+		realNode := nodes.Items[0].Name
+
+		By("kubectl apply -f config/samples/")
+		files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal(b, &u.Object)).To(Succeed(), f)
+			u.SetNamespace("default")
+			Expect(dev.Create(ctx, u)).To(Succeed(), f)
+		}
+
+		By("the vLLM Deployment (hf://) and the v1beta1 AIInference (s3://): Init:0/1, then Running, then Ready, on the real node")
+		for _, pod := range readyOnRealNode(ctx, dev, realNode, client.MatchingLabels{"app": "llm-server"}, client.MatchingLabels{"serving.modelgate.io/inference": "mistral-beta"}) {
+			logs, err := cs.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: mutators.LoaderContainerName}).DoRaw(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			AddReportEntry("kubectl logs "+pod.Name+" -c model-loader", string(logs))
+			Expect(progressLines(logs)).To(BeNumerically(">=", 2), "the loader's progress lines:\n%s", logs)
+			loader := slices.IndexFunc(pod.Status.InitContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == mutators.LoaderContainerName })
+			Expect(loader).To(BeNumerically(">=", 0))
+			term := pod.Status.InitContainerStatuses[loader].State.Terminated
+			Expect(term).NotTo(BeNil())
+			Expect(term.ExitCode).To(BeZero(), "the loader's termination message: %s", term.Message)
+		}
+		Expect(d.out).To(gbytes.Say(`pod default/\S+: on ` + regexp.QuoteMeta(realNode) + ` \(NVIDIA-H100-80GB-HBM3\), Running`))
+
+		By("Ctrl-C")
+		d.interrupt(root)
+
+		By("a second make run right after starts clean, with the real node")
+		again := startDevcluster(root, dir)
+		again.interrupt(root)
+	}, SpecTimeout(10*time.Minute))
+})
+
+// readyOnRealNode waits for the one Pod each selector selects to be
+// Ready on node, having been seen initializing (the loader running)
+// before, watching them all at once, and returns them.
+func readyOnRealNode(ctx context.Context, c client.Client, node string, sels ...client.MatchingLabels) []*corev1.Pod {
+	seen := make([][]string, len(sels))
+	pods := make([]*corev1.Pod, len(sels))
+	Eventually(func(g Gomega) {
+		for i, sel := range sels {
+			list := &corev1.PodList{}
+			g.Expect(c.List(ctx, list, client.InNamespace("default"), sel)).To(Succeed())
+			if len(list.Items) != 1 {
+				continue // not created yet
+			}
+			pods[i] = &list.Items[0]
+			if s := status(pods[i]); len(seen[i]) == 0 || seen[i][len(seen[i])-1] != s {
+				seen[i] = append(seen[i], s)
+			}
+		}
+		for i, p := range pods {
+			g.Expect(p).NotTo(BeNil(), "no Pod of %v", sels[i])
+			g.Expect(p.Spec.NodeName).To(Equal(node), "%s landed on %q", p.Name, p.Spec.NodeName)
+			g.Expect(seen[i][len(seen[i])-1]).To(Equal("Ready"), "%s went through %v", p.Name, seen[i])
+		}
+	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	for i, p := range pods {
+		AddReportEntry(p.Name, strings.Join(seen[i], " -> "))
+		Expect(seen[i]).To(ContainElement("Init:0/1"), "%s was never seen loading: %v", p.Name, seen[i])
+		Expect(seen[i]).To(ContainElement("Running"), "%s: %v", p.Name, seen[i])
+	}
+	return pods
+}
+
+// status is what kubectl get pods shows of a Pod with one init container,
+// with Ready for a Running Pod whose containers are all ready.
+func status(p *corev1.Pod) string {
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+			if s.State.Terminated != nil {
+				return "Init:Error"
+			}
+			return "Init:0/1"
+		}
+	}
+	if p.Status.Phase != corev1.PodRunning {
+		return string(p.Status.Phase)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return "Ready"
+		}
+	}
+	return "Running"
+}
+
+// progressLines counts the loader's progress lines.
+func progressLines(logs []byte) int {
+	n := 0
+	sc := bufio.NewScanner(bytes.NewReader(logs))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "progress") && strings.Contains(sc.Text(), "fetching") {
+			n++
+		}
+	}
+	return n
+}
+
+// descendants returns every process below pid, by pid, with its command
+// name, from /proc.
+func descendants(pid int) map[int]string {
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	parent, comm := map[int]int{}, map[int]string{}
+	for _, e := range entries {
+		var p int
+		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		var ppid int
+		if _, err := fmt.Sscan(fields[1], &ppid); err != nil {
+			continue
+		}
+		parent[p], comm[p] = ppid, s[open+1:closing]
+	}
+	out := map[int]string{}
+	for p := range parent {
+		for a := parent[p]; a > 1; a = parent[a] {
+			if a == pid {
+				out[p] = comm[p]
+				break
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether a process exists and is not a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
+}
