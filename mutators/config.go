@@ -40,7 +40,9 @@ type LoaderOptions struct {
 	PullPolicy corev1.PullPolicy
 	// Env is the default loader's environment beside what modelgate sets
 	// (the Pod's UID, the credentials): literal values, the cluster's
-	// endpoints and settings. A scheme's loader does not get it.
+	// endpoints and settings, each a default the Pod's own variables win
+	// over (written as LoaderDefaultEnvPrefix + name). A scheme's loader
+	// does not get it.
 	Env []corev1.EnvVar
 }
 

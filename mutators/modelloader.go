@@ -365,13 +365,24 @@ func mountClash(t *Target, in *Input, c *corev1.Container, i int) *field.Error {
 // UID (`modelgate load` reads it: docs/loader.md).
 const LoaderPodUIDEnv = "MODELGATE_POD_UID"
 
+// LoaderDefaultEnvPrefix names the Configuration's loader environment in
+// the Pod: injection.loader.env's HF_ENDPOINT is the loader's
+// MODELGATE_DEFAULT_HF_ENDPOINT, which `modelgate load` takes as
+// HF_ENDPOINT only where the Pod does not set HF_ENDPOINT (the
+// credentials Secret's keys, a mapped key). Written as HF_ENDPOINT, it
+// would win over the user's Secret (Kubernetes puts env over envFrom).
+const LoaderDefaultEnvPrefix = "MODELGATE_DEFAULT_"
+
 // loaderContainer builds the model-loader init container: the scheme's
 // loader, else the default one (LoaderOptions), with its arguments (see
 // loaderArgs) and security context (loaderSecurityContext), and the
 // credentials of credentialEnv.
 func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath string) corev1.Container {
 	img := LoaderImage{Image: o.Image, Command: o.Command, Args: o.Args, SecurityContext: o.SecurityContext}
-	env := o.Env
+	env := make([]corev1.EnvVar, len(o.Env))
+	for i, v := range o.Env {
+		env[i] = corev1.EnvVar{Name: LoaderDefaultEnvPrefix + v.Name, Value: v.Value}
+	}
 	if s, ok := o.Schemes[m.URI.Scheme]; ok {
 		img, env = s, nil
 	}
@@ -394,8 +405,8 @@ func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath stri
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		// The loader's identity in a shared cache's lock: the Pod, not the
 		// host name, which hostNetwork Pods share with the node. It comes
-		// first, the Configuration's environment next, the mapped
-		// credentials last (the later of two equal names wins).
+		// first, the Configuration's defaults next (LoaderDefaultEnvPrefix),
+		// the mapped credentials last.
 		Env: slices.Concat([]corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"},
 		}}}, env, credEnv),

@@ -272,7 +272,7 @@ func TestModelLoader(t *testing.T) {
 			want:        modelInjected(1, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader")), emptyDir("", ""), "/models", ""),
 			wantChanged: true, wantOwns: []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"},
 		},
-		"the Configuration's environment: after the Pod's UID, before the mapped credentials": {
+		"the Configuration's environment: defaults after the Pod's UID, before the mapped credentials": {
 			model: modelSettings(s3Llama, credentials("s3-reader"), func(m *annotations.ModelSettings) {
 				m.CredentialKeys = []annotations.CredentialKey{{Env: "AWS_ENDPOINT_URL_S3", Key: "endpoint"}}
 			}),
@@ -281,7 +281,8 @@ func TestModelLoader(t *testing.T) {
 			},
 			want: modelInjected(0, wantLoader(s3Llama, "/models", "", envFromSecret("s3-reader"), func(c *corev1.Container) {
 				c.Env = append(c.Env,
-					corev1.EnvVar{Name: "AWS_ENDPOINT_URL_S3", Value: "http://127.0.0.1:9000"}, corev1.EnvVar{Name: "AWS_REGION", Value: "us-east-1"},
+					corev1.EnvVar{Name: "MODELGATE_DEFAULT_AWS_ENDPOINT_URL_S3", Value: "http://127.0.0.1:9000"},
+					corev1.EnvVar{Name: "MODELGATE_DEFAULT_AWS_REGION", Value: "us-east-1"},
 					corev1.EnvVar{Name: "AWS_ENDPOINT_URL_S3", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 						LocalObjectReference: corev1.LocalObjectReference{Name: "s3-reader"}, Key: "endpoint"}}})
 			}), emptyDir("", ""), "/models", ""),

@@ -117,6 +117,9 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	log := newLoadLogger(f.logFormat, stderr)
 	ctx = logr.NewContext(ctx, log)
+	if set := applyEnvDefaults(); len(set) > 0 {
+		log.Info("the cluster's defaults", "variables", set)
+	}
 
 	res, err := runLoad(ctx, &f)
 	msg, code := outcome(res, err)

@@ -183,10 +183,11 @@ type Loader struct {
 	// AWS_REGION, a proxy), not who may read them. The values are written
 	// into every Pod spec, so credentials are refused here: they stay in
 	// the Secret modelgate.io/model-credentials names, whose keys reach the
-	// loader as envFrom. A variable set here wins over a key of that
-	// Secret with the same name (Kubernetes: env over envFrom), and a key
-	// mapped by modelgate.io/model-credentials-keys wins over this. A
-	// scheme's loader (Schemes) does not get it.
+	// loader as envFrom. Each is a default: written as MODELGATE_DEFAULT_
+	// + name, which `modelgate load` applies only where the Pod sets no
+	// such variable, so a key of that Secret, or one mapped by
+	// modelgate.io/model-credentials-keys, wins. A scheme's loader
+	// (Schemes) does not get it.
 	Env []EnvVar `json:"env,omitempty"`
 }
 
