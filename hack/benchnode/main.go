@@ -130,9 +130,9 @@ func run(ctx context.Context, binary, size string, files, rounds int) error {
 // from just before the create call).
 type round struct {
 	admitted, podCreated, scheduled, loaderStarted, loaderDone, engineStarted, ready time.Duration
-	pulls                                                                           []string // "image in 707ms"
-	loaderMBps, hostMBps                                                            float64
-	message                                                                         string
+	pulls                                                                            []string // "image in 707ms"
+	loaderMBps, hostMBps                                                             float64
+	message                                                                          string
 	// memory is the node's, with the Pod Ready.
 	memory map[string]rss
 }

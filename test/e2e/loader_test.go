@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,6 +27,7 @@ import (
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 // The loader specs run what modelgate injects on the real node: the
@@ -161,10 +161,10 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		spec.Containers[0].Env = []corev1.EnvVar{{Name: "PORT", Value: port}}
 		spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		onRealNode(spec)
-		warned := &warnings{}
+		warned := &env.Warnings{}
 		Expect(warningClient(warned).Create(ctx, d)).To(Succeed())
 		Expect(d.Spec.Template.Spec.Volumes).To(HaveLen(1), "no volume of modelgate's: one copy of the model")
-		Expect(warned.take()).To(ContainElement(And(
+		Expect(warned.Take()).To(ContainElement(And(
 			ContainSubstring(`volume "data" (modelgate.io/model-cache: "volume:data") keeps its files' owners and the pod sets no fsGroup`),
 			ContainSubstring("set spec.securityContext.fsGroup (65532)"))))
 
@@ -193,7 +193,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
 		d.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](65532)}
 		Expect(warningClient(warned).Update(ctx, d)).To(Succeed())
-		Expect(strings.Join(warned.take(), "\n")).NotTo(ContainSubstring("fsGroup"))
+		Expect(strings.Join(warned.Take(), "\n")).NotTo(ContainSubstring("fsGroup"))
 		var pod corev1.Pod
 		Eventually(func(g Gomega) {
 			pods := podsOf(ctx, g, ns, "tgi")
@@ -337,30 +337,9 @@ var _ = Describe("The injected model loader, on the real node", func() {
 	}, SpecTimeout(4*time.Minute))
 })
 
-// warnings collects the API server's warnings to a client.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-// take returns the warnings so far and forgets them.
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
-
 // warningClient acts as the developer and hands the API server's
 // warnings to w.
-func warningClient(w *warnings) client.Client {
+func warningClient(w *env.Warnings) client.Client {
 	cfg := rest.CopyConfig(gpuCluster.Developer)
 	cfg.WarningHandlerWithContext = w
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})

@@ -6,9 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -20,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
 )
 
@@ -52,7 +50,8 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		Expect(string(out.Contents())).To(MatchRegexp(`(?m)^\s+cpu-0\s+-\s+-\s+-\s+32\s+128Gi\s+True$`))
 
 		By("every component is a child process")
-		children := descendants(cmd.Process.Pid)
+		children, err := cluster.Descendants(cmd.Process.Pid)
+		Expect(err).NotTo(HaveOccurred())
 		names := make([]string, 0, len(children))
 		for _, n := range children {
 			names = append(names, n)
@@ -78,67 +77,9 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		Eventually(exited).WithTimeout(time.Minute).Should(Receive(BeNil()))
 		Expect(out).To(gbytes.Say("stopped; nothing left running"))
 		for pid, name := range children {
-			Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived make run", name, pid)
+			Expect(cluster.Alive(pid)).To(BeFalse(), "%s (pid %d) outlived make run", name, pid)
 		}
 		_, err = os.Stat(filepath.Join(dir, "kubeconfig"))
 		Expect(errors.Is(err, os.ErrNotExist)).To(BeTrue(), "the kubeconfig is left behind: %v", err)
 	}, SpecTimeout(5*time.Minute))
 })
-
-// descendants returns every process below pid, by pid, with its command
-// name, from /proc.
-func descendants(pid int) map[int]string {
-	entries, err := os.ReadDir("/proc")
-	Expect(err).NotTo(HaveOccurred())
-	parent := map[int]int{}
-	comm := map[int]string{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		fields := strings.Fields(s[closing+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, err := strconv.Atoi(fields[1])
-		if err != nil {
-			continue
-		}
-		parent[p], comm[p] = ppid, s[open+1:closing]
-	}
-	out := map[int]string{}
-	for p := range parent {
-		for a := parent[p]; a > 1; a = parent[a] {
-			if a == pid {
-				out[p] = comm[p]
-				break
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether a process exists and is not a zombie.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
-}

@@ -37,7 +37,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		ctx  context.Context
 		ns   string
 		c    client.Client
-		warn *warnings
+		warn *env.Warnings
 	)
 	BeforeAll(func() {
 		ctx = context.Background()
@@ -45,7 +45,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		s, err := env.Scheme()
 		Expect(err).NotTo(HaveOccurred())
 		cfg := rest.CopyConfig(adminCfg)
-		warn = &warnings{}
+		warn = &env.Warnings{}
 		cfg.WarningHandlerWithContext = warn
 		c, err = client.New(cfg, client.Options{Scheme: s})
 		Expect(err).NotTo(HaveOccurred())
@@ -61,9 +61,9 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 				GPU:         &servingv1alpha1.GPU{ProductLabel: "NVIDIA-A100-SXM4-80GB"},
 			},
 		}
-		warn.take()
+		warn.Take()
 		Expect(c.Create(ctx, alpha)).To(Succeed())
-		Expect(warn.take()).To(ContainElement(And(ContainSubstring("v1alpha1"), ContainSubstring("deprecated"),
+		Expect(warn.Take()).To(ContainElement(And(ContainSubstring("v1alpha1"), ContainSubstring("deprecated"),
 			ContainSubstring("serving.modelgate.io/v1"))), "kubectl shows the CRD's deprecation warning")
 
 		v1obj := &servingv1.AIInference{}

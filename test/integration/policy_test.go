@@ -7,7 +7,6 @@ import (
 	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
-	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -23,27 +22,8 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/env"
 )
-
-// warnings collects the admission warnings the API server sends a client.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeaderWithContext(_ context.Context, _ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.msgs
-	w.msgs = nil
-	return out
-}
 
 // policyScheme knows the built-in kinds and WorkloadPolicy.
 func policyScheme() *runtime.Scheme {
@@ -69,10 +49,10 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 		ctx   context.Context
 		ns    string
 		alice client.Client
-		warn  *warnings
+		warn  *env.Warnings
 	)
 	BeforeAll(func() {
-		warn = &warnings{}
+		warn = &env.Warnings{}
 		u, err := testEnv.AddUser(envtest.User{Name: aliceName, Groups: []string{"system:masters"}}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		cfg := u.Config()
@@ -151,7 +131,7 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 		apply(policy("warn-gpus", gpuLimit, policyv1.EnforcementActionWarn, `{"max": 1}`))
 		Eventually(func() []string {
 			Expect(alice.Create(ctx, gpuDeployment("warned", 2), client.DryRunAll)).To(Succeed())
-			return warn.take()
+			return warn.Take()
 		}).Should(ContainElement("[warn-gpus] asks for 2 GPUs, at most 1"))
 		Expect(alice.Create(ctx, gpuDeployment("warned", 2))).To(Succeed())
 	})
@@ -163,7 +143,7 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 			Expect(alice.Create(ctx, gpuDeployment("dry", 2), client.DryRunAll)).To(Succeed())
 			return policyEvaluations("dry-gpus", "dryrun")
 		}).Should(BeNumerically(">", 0))
-		Expect(warn.take()).NotTo(ContainElement(ContainSubstring("dry-gpus")))
+		Expect(warn.Take()).NotTo(ContainElement(ContainSubstring("dry-gpus")))
 	})
 
 	It("applies an edited policy without a restart, and forgets a deleted one", func() {
@@ -204,7 +184,7 @@ deny contains "never" if x == 3
 		apply(lenient)
 		Eventually(func() []string {
 			Expect(alice.Create(ctx, gpuDeployment("fail", 1), client.DryRunAll)).To(Succeed())
-			return warn.take()
+			return warn.Take()
 		}).Should(ContainElement(ContainSubstring("[fails-open] policy evaluation failed")))
 	})
 

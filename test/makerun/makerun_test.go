@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -85,12 +84,13 @@ func startDevcluster(root, dir string) *devcluster {
 // interrupt stops make run with Ctrl-C and checks that it stopped
 // cleanly and that its real node left nothing on the machine.
 func (d *devcluster) interrupt(root string) {
-	children := descendants(d.cmd.Process.Pid)
+	children, err := cluster.Descendants(d.cmd.Process.Pid)
+	Expect(err).NotTo(HaveOccurred())
 	Expect(d.cmd.Process.Signal(os.Interrupt)).To(Succeed())
 	Eventually(d.exited).WithTimeout(2*time.Minute).Should(Receive(BeNil()), "make run's exit")
 	Expect(d.out).To(gbytes.Say("stopped; nothing left running"))
 	for pid, name := range children {
-		Expect(alive(pid)).To(BeFalse(), "%s (pid %d) outlived make run", name, pid)
+		Expect(cluster.Alive(pid)).To(BeFalse(), "%s (pid %d) outlived make run", name, pid)
 	}
 	Expect(cluster.RealNodeLeftovers(root, d.dir)).To(BeEmpty(), "what the real node left on the machine")
 }
@@ -213,61 +213,4 @@ func progressLines(logs []byte) int {
 		}
 	}
 	return n
-}
-
-// descendants returns every process below pid, by pid, with its command
-// name, from /proc.
-func descendants(pid int) map[int]string {
-	entries, err := os.ReadDir("/proc")
-	Expect(err).NotTo(HaveOccurred())
-	parent, comm := map[int]int{}, map[int]string{}
-	for _, e := range entries {
-		var p int
-		if _, err := fmt.Sscan(e.Name(), &p); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		fields := strings.Fields(s[closing+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		var ppid int
-		if _, err := fmt.Sscan(fields[1], &ppid); err != nil {
-			continue
-		}
-		parent[p], comm[p] = ppid, s[open+1:closing]
-	}
-	out := map[int]string{}
-	for p := range parent {
-		for a := parent[p]; a > 1; a = parent[a] {
-			if a == pid {
-				out[p] = comm[p]
-				break
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether a process exists and is not a zombie.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
 }

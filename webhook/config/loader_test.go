@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/mutators"
@@ -116,17 +117,7 @@ func TestValidateLoaderArgs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := config.New()
 			tc.edit(&c.Injection.Loader)
-			errs := c.Validate()
-			var got []string
-			for _, e := range errs {
-				got = append(got, e.Field)
-			}
-			if diff := cmp.Diff(tc.wantFields, got); diff != "" {
-				t.Errorf("invalid fields (-want +got):\n%s", diff)
-			}
-			if tc.wantMsg != "" && !strings.Contains(errs.ToAggregate().Error(), tc.wantMsg) {
-				t.Errorf("errors %v do not say %q", errs, tc.wantMsg)
-			}
+			expectInvalid(t, c.Validate(), tc.wantFields, tc.wantMsg)
 		})
 	}
 }
@@ -161,17 +152,7 @@ func TestValidateLoaderEnv(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c := config.New()
 			c.Injection.Loader.Env = tc.env
-			errs := c.Validate()
-			var got []string
-			for _, e := range errs {
-				got = append(got, e.Field)
-			}
-			if diff := cmp.Diff(tc.wantFields, got); diff != "" {
-				t.Errorf("invalid fields (-want +got):\n%s", diff)
-			}
-			if tc.wantMsg != "" && !strings.Contains(errs.ToAggregate().Error(), tc.wantMsg) {
-				t.Errorf("errors %v do not say %q", errs, tc.wantMsg)
-			}
+			expectInvalid(t, c.Validate(), tc.wantFields, tc.wantMsg)
 		})
 	}
 }
@@ -180,5 +161,21 @@ func TestParseLoaderSecurityContextStrict(t *testing.T) {
 	_, err := config.Parse([]byte(header + "injection:\n  loader:\n    securityContext: {runAsRoot: true}\n"))
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "injection.loader.securityContext.runAsRoot") {
 		t.Errorf("Parse = %v, want an error naming injection.loader.securityContext.runAsRoot", err)
+	}
+}
+
+// expectInvalid checks that errs name exactly wantFields, in order, and
+// say wantMsg (when not empty).
+func expectInvalid(t *testing.T, errs field.ErrorList, wantFields []string, wantMsg string) {
+	t.Helper()
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Field)
+	}
+	if diff := cmp.Diff(wantFields, got); diff != "" {
+		t.Errorf("invalid fields (-want +got):\n%s", diff)
+	}
+	if wantMsg != "" && !strings.Contains(errs.ToAggregate().Error(), wantMsg) {
+		t.Errorf("errors %v do not say %q", errs, wantMsg)
 	}
 }
