@@ -24,13 +24,13 @@ func report(w io.Writer, size int64, files int, rounds []round, idle, after map[
 			ms(r.loaderDone-r.loaderStarted), ms(r.engineStarted-r.loaderDone), ms(r.ready-r.engineStarted), ms(r.ready), pulls)
 	}
 	fmt.Fprintf(w, "\nthe loader's throughput (its outcome line), in its container on the node and on the host, same binary, model, Hub and disk\n\n")
-	fmt.Fprintf(w, "%-6s %14s %14s %7s\n", "round", "container MB/s", "host MB/s", "ratio")
+	fmt.Fprintf(w, "%-6s %14s %14s %7s   %s\n", "round", "container MB/s", "host MB/s", "ratio", "the loader's termination message")
 	for i, r := range rounds {
 		ratio := 0.0
 		if r.hostMBps > 0 {
 			ratio = r.loaderMBps / r.hostMBps
 		}
-		fmt.Fprintf(w, "%-6d %14.1f %14.1f %7.2f\n", i+1, r.loaderMBps, r.hostMBps, ratio)
+		fmt.Fprintf(w, "%-6d %14.1f %14.1f %7.2f   %s\n", i+1, r.loaderMBps, r.hostMBps, ratio, r.message)
 	}
 	fmt.Fprintf(w, "\nthe node's memory (MiB): resident before the first round, with the last round's Pod Ready, and the peak\n\n")
 	fmt.Fprintf(w, "%-22s %10s %10s %10s\n", "process", "idle", "one pod", "peak")
