@@ -232,9 +232,15 @@ var _ = Describe("AIInferences", func() {
 		node := handNode(ctx, product)
 		ns := aiNamespace(ctx, "loader")
 		// No kubelet confirms the deletion of a Pod on that node: after the
-		// spec, its Pods go at once, once the AIInference is gone.
+		// spec, its Pods go at once, once the AIInference and the
+		// ReplicaSets that would make new ones are gone.
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(client.IgnoreNotFound(ai.Delete(ctx, &servingv1.AIInference{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "broken"}}))).To(Succeed())
+			Eventually(func(g Gomega) {
+				rs := &appsv1.ReplicaSetList{}
+				g.Expect(k8s.List(ctx, rs, client.InNamespace(ns))).To(Succeed())
+				g.Expect(rs.Items).To(BeEmpty(), "the garbage collector has not removed the ReplicaSets yet")
+			}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 			Eventually(func(g Gomega) {
 				for _, p := range pods(ctx, g, ns, "broken") {
 					g.Expect(client.IgnoreNotFound(k8s.Delete(ctx, &p, client.GracePeriodSeconds(0)))).To(Succeed())

@@ -142,6 +142,29 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		Expect(events(ctx, ns)).To(And(ContainSubstring("Failed to pull image \""+image+"\""), ContainSubstring("ErrImagePull")))
 	}, SpecTimeout(2*time.Minute))
 
+	It("a Pod bound to the node past the scheduler, asking for more GPUs than the device plugin has: the kubelet refuses it", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "real-overask")
+		n := realNode()
+		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "greedy"}).(*corev1.Pod)
+		p.Spec.NodeName = n.Name
+		p.Spec.HostNetwork = true
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
+		p.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+		gpus := resource.MustParse(fmt.Sprint(n.GPUs + 1))
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": gpus}
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		var pod corev1.Pod
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), &pod)).To(Succeed())
+			g.Expect(pod.Status.Phase).To(Equal(corev1.PodFailed), describeStatus(&pod))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), func() string { return events(ctx, ns) })
+		AddReportEntry("the kubelet's refusal", pod.Status.Reason+": "+pod.Status.Message)
+		Expect(pod.Status.Reason).To(Or(Equal("UnexpectedAdmissionError"), Equal("OutOfnvidia.com/gpu")))
+		Expect(pod.Status.Message).To(ContainSubstring("nvidia.com/gpu"))
+		Expect(pod.Status.ContainerStatuses).To(Or(BeEmpty(), HaveEach(HaveField("State.Running", BeNil()))), "nothing ran")
+	}, SpecTimeout(2*time.Minute))
+
 	It("the loader killed mid-download: the kubelet restarts it and the load resumes, fetching less than the whole model again", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "real-kill")
 		hub := hubtest.New()
