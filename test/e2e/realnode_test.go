@@ -160,8 +160,9 @@ var _ = Describe("On the real node, when things go wrong", func() {
 			g.Expect(pod.Status.Phase).To(Equal(corev1.PodFailed), describeStatus(&pod))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), func() string { return events(ctx, ns) })
 		AddReportEntry("the kubelet's refusal", pod.Status.Reason+": "+pod.Status.Message)
-		Expect(pod.Status.Reason).To(Or(Equal("UnexpectedAdmissionError"), Equal("OutOfnvidia.com/gpu")))
-		Expect(pod.Status.Message).To(ContainSubstring("nvidia.com/gpu"))
+		// The device manager's allocation, not the scheduler's fit, refuses it.
+		Expect(pod.Status.Reason).To(Equal("UnexpectedAdmissionError"))
+		Expect(pod.Status.Message).To(ContainSubstring(fmt.Sprintf("devices unavailable for nvidia.com/gpu. Requested: %d, Available: %d", n.GPUs+1, n.GPUs)))
 		Expect(pod.Status.ContainerStatuses).To(Or(BeEmpty(), HaveEach(HaveField("State.Running", BeNil()))), "nothing ran")
 	}, SpecTimeout(2*time.Minute))
 
