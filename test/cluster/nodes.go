@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -194,7 +195,7 @@ func NodeTable(nodes []corev1.Node) string {
 		}
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name,
 			orDash(n.Labels[LabelGPUProduct]), orDash(n.Labels[LabelGPUMemory]), quantity(gpus),
-			quantity(n.Status.Allocatable[corev1.ResourceCPU]), quantity(n.Status.Allocatable[corev1.ResourceMemory]), ready)
+			quantity(n.Status.Allocatable[corev1.ResourceCPU]), memory(n.Status.Allocatable[corev1.ResourceMemory]), ready)
 	}
 	_ = w.Flush()
 	return buf.String()
@@ -205,6 +206,19 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// memory is a node's memory as a person reads it: a whole number of
+// units as written (128Gi), or else GiB with one decimal (a real
+// machine's 24581256Ki is 23.4Gi).
+func memory(q resource.Quantity) string {
+	if q.IsZero() {
+		return "-"
+	}
+	if s := q.String(); !strings.HasSuffix(s, "Ki") || q.Value() < 1<<30 {
+		return s
+	}
+	return strconv.FormatFloat(float64(q.Value())/(1<<30), 'f', 1, 64) + "Gi"
 }
 
 func quantity(q resource.Quantity) string {

@@ -125,3 +125,14 @@ func TestKwokVersionPins(t *testing.T) {
 		t.Errorf("the Makefile's KWOK_VERSION is %v, KwokVersion is %s", m, KwokVersion)
 	}
 }
+// Memory reads as written when it is a whole number of units, and as GiB
+// with one decimal when a kubelet reports it in KiB.
+func TestMemory(t *testing.T) {
+	for in, want := range map[string]string{
+		"128Gi": "128Gi", "2000Gi": "2000Gi", "24581256Ki": "23.4Gi", "512Ki": "512Ki", "0": "-",
+	} {
+		if got := memory(resource.MustParse(in)); got != want {
+			t.Errorf("memory(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
