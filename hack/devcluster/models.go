@@ -39,7 +39,7 @@ const (
 	sampleWeightsSize = 60 << 20
 	// modelRate limits what each store sends, all requests together, so
 	// that a load takes a few seconds and shows its progress.
-	modelRate = 16 << 20
+	modelRate = 8 << 20
 )
 
 // sampleModelFiles are the model's files: a Llama-shaped config, a
