@@ -31,6 +31,9 @@ type Policy struct {
 	Parameters map[string]any
 	// Match selects the reviews the policy applies to.
 	Match Match
+	// NoRatchet judges an UPDATE as if the object were new: a denial the
+	// old object had too is still a denial (see Decision.Ratchet).
+	NoRatchet bool
 }
 
 // Compiled is a policy parsed, compiled and prepared for evaluation. It is
@@ -39,6 +42,7 @@ type Compiled struct {
 	name, source, filename string
 	action                 Action
 	failure                FailurePolicy
+	ratchet                bool
 	match                  matcher
 	query                  rego.PreparedEvalQuery
 	// rules are the queried rules, in query expression order.
@@ -94,7 +98,7 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 	if p.Name == "" {
 		return nil, errors.New("policy name must not be empty")
 	}
-	c := &Compiled{name: p.Name, source: p.Source, filename: p.Filename}
+	c := &Compiled{name: p.Name, source: p.Source, filename: p.Filename, ratchet: !p.NoRatchet}
 	if c.filename == "" {
 		c.filename = p.Name + ".rego"
 	}

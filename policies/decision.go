@@ -26,6 +26,11 @@ type Result struct {
 	// Deny and Warn are the messages of the deny and warn rules, by
 	// message. Both are empty when Err is set.
 	Deny, Warn []Violation
+	// Ratchet says the policy ratchets updates (its default); Ratcheted
+	// are the deny messages of an UPDATE that the old object had too,
+	// moved out of Deny by Decision.Ratchet: shown as warnings.
+	Ratchet   bool
+	Ratcheted []Violation
 	// Err is the evaluation error, if any: OPA's, a deadline (wrapping
 	// context.DeadlineExceeded) or a message that breaks the contract.
 	Err error
@@ -43,12 +48,15 @@ type Violation struct {
 }
 
 // Decision names the outcome for metrics and logs: "error" when the policy
-// failed, "allow" when it gave no message, "dryrun" when it gave some in
+// failed, "ratcheted" when its only deny messages were the old object's
+// too, "allow" when it gave no message, "dryrun" when it gave some in
 // dry-run mode, "deny" when it denied, else "warn".
 func (r *Result) Decision() string {
 	switch {
 	case r.Err != nil:
 		return "error"
+	case len(r.Ratcheted) > 0 && len(r.Deny) == 0:
+		return "ratcheted"
 	case len(r.Deny) == 0 && len(r.Warn) == 0:
 		return "allow"
 	case r.Action == ActionDryRun:
@@ -84,6 +92,9 @@ func (r *Result) lines() (denials, warnings []string) {
 	}
 	for _, v := range r.Warn {
 		warnings = append(warnings, prefix+v.Msg)
+	}
+	for _, v := range r.Ratcheted {
+		warnings = append(warnings, prefix+RatchetedPrefix+v.Msg)
 	}
 	slices.Sort(warnings)
 	return slices.Compact(denials), slices.Compact(warnings)

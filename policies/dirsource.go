@@ -30,6 +30,7 @@ type fileConfig struct {
 	FailurePolicy     string         `json:"failurePolicy,omitempty"`
 	Match             Match          `json:"match,omitempty"`
 	Parameters        map[string]any `json:"parameters,omitempty"`
+	Ratchet           *bool          `json:"ratchet,omitempty"`
 }
 
 // LoadDir compiles every policy in dir: each *.rego file except *_test.rego
@@ -38,6 +39,7 @@ type fileConfig struct {
 //
 //	enforcementAction: warn        # deny (default), warn or dryrun
 //	failurePolicy: allow           # deny (default) or allow
+//	ratchet: false                 # true (default): an UPDATE keeps a violation the old object had
 //	match:                         # see Match
 //	  kinds: [Deployment]
 //	  namespaces: [team-a]
@@ -121,6 +123,7 @@ func loadFile(ctx context.Context, dir, source, name string) (*Compiled, error) 
 		p.FailurePolicy = FailurePolicy(cfg.FailurePolicy)
 		p.Match = cfg.Match
 		p.Parameters = cfg.Parameters
+		p.NoRatchet = cfg.Ratchet != nil && !*cfg.Ratchet
 	}
 	c, err := Compile(ctx, p)
 	if err != nil {

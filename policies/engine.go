@@ -226,12 +226,12 @@ var (
 )
 
 func (e *Engine) evaluate(ctx context.Context, share time.Duration, current *atomic.Pointer[topdown.Cancel], c *Compiled, in *inputs) (res Result) {
-	res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure}
+	res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure, Ratchet: c.ratchet}
 	start := time.Now()
 	defer func() {
 		// A panic in OPA or a builtin fails this policy, not the webhook.
 		if p := recover(); p != nil {
-			res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure,
+			res = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure, Ratchet: c.ratchet,
 				Err: fmt.Errorf("%w: %v", errPanic, p)}
 		}
 		res.Duration = time.Since(start)
@@ -331,7 +331,7 @@ func (e *Engine) evaluateCombined(ctx context.Context, budget time.Duration, cur
 	out = make([]Result, len(q.members))
 	for k, i := range q.members {
 		c := set.policies[i]
-		out[k] = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure, Duration: each}
+		out[k] = Result{Policy: c.name, Source: c.source, Action: c.action, FailurePolicy: c.failure, Ratchet: c.ratchet, Duration: each}
 		c.read(&out[k], rs[0].Expressions[q.exprs[k]:q.exprs[k+1]])
 	}
 	return out, true

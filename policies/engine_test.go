@@ -232,7 +232,7 @@ func TestEvaluateResults(t *testing.T) {
 	got := d.Results[0]
 	got.Duration = 0
 	want := Result{
-		Policy: "gpus", Source: "test", Action: ActionDeny, FailurePolicy: FailDeny,
+		Policy: "gpus", Source: "test", Action: ActionDeny, FailurePolicy: FailDeny, Ratchet: true,
 		Deny: []Violation{{Msg: "too many GPUs", Details: map[string]any{"gpus": json.Number("1"), "max": json.Number("0")}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

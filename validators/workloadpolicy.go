@@ -30,6 +30,7 @@ func CompileWorkloadPolicy(ctx context.Context, wp *policyv1.WorkloadPolicy) (*p
 		Module:        wp.Spec.Rego,
 		Action:        policies.Action(wp.Spec.EnforcementAction),
 		FailurePolicy: policies.FailurePolicy(wp.Spec.FailurePolicy),
+		NoRatchet:     wp.Spec.Ratchet != nil && !*wp.Spec.Ratchet,
 		Parameters:    params,
 		Match: policies.Match{
 			Kinds:              m.Kinds,

@@ -13,7 +13,10 @@ import (
 const (
 	outcomeAllowed = "allowed" // every policy allowed it (dry runs included)
 	outcomeWarned  = "warned"  // allowed, with warnings
-	outcomeDenied  = "denied"  // a deny policy (or a failed one) denied it
+	// outcomeRatcheted: an UPDATE allowed because every denial was the old
+	// object's too (policies.Decision.Ratchet), with warnings saying so.
+	outcomeRatcheted = "ratcheted"
+	outcomeDenied    = "denied" // a deny policy (or a failed one) denied it
 )
 
 // PolicyMetrics are the policy engine's and the validating webhook's

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -111,7 +112,29 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 	}
 	w := h.workload(req, obj, nsLabels)
 	w.Set = set
-	return h.checker.Check(ctx, w), true, admission.Response{}, ""
+	d := h.checker.Check(ctx, w)
+	h.ratchet(ctx, req, obj, nsLabels, decode, set, &d)
+	return d, true, admission.Response{}, ""
+}
+
+// ratchet lifts the denials of an UPDATE that the old object had too
+// (policies.Decision.Ratchet). The old object is decoded and judged only
+// when the new one has a denial a ratcheting policy gave, and only by the
+// policies that gave one, of the set that judged the new one: the allowed
+// path costs nothing. An old object that does not decode lifts nothing.
+func (h *Validating) ratchet(ctx context.Context, req admission.Request, obj *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
+	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || !d.Ratchetable() {
+		return
+	}
+	prev, err := decode(req.Kind, req.OldObject.Raw)
+	if err != nil {
+		return
+	}
+	oldReq := req
+	oldReq.Object, oldReq.OldObject = req.OldObject, runtime.RawExtension{}
+	w := h.workload(oldReq, prev, nsLabels)
+	w.Set = d.RatchetSet(set)
+	d.Ratchet(h.checker.Check(ctx, w), obj.target.Object.Name)
 }
 
 // unjudgedPodUpdate says why a Pod UPDATE is not judged by the policies,
@@ -222,6 +245,9 @@ func policyResponse(d policies.Decision) (admission.Response, string) {
 	resp := admission.Allowed("")
 	if len(warnings) > 0 {
 		resp.Warnings = warnings
+		if d.Ratcheted() {
+			return resp, outcomeRatcheted
+		}
 		return resp, outcomeWarned
 	}
 	return resp, outcomeAllowed

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -303,10 +305,11 @@ func TestPolicyValidator(t *testing.T) {
 
 // Issue 15, item 5: after a policy is tightened, the metadata-only updates
 // that finish a Pod (a finalizer removed, its deletion) are not judged;
-// a change to what the policies read is.
+// a change to what the policies read is. The policies do not ratchet
+// here, so that "judged" shows as a denial (TestValidatingRatchet).
 func TestValidatingPodCleanup(t *testing.T) {
 	const noGPUs = "package t\n\ndeny contains \"no GPU pods\" if input.workload.gpu.count > 0\n"
-	h := validating(t, policies.Policy{Name: "no-gpus", Module: noGPUs})
+	h := validating(t, policies.Policy{Name: "no-gpus", Module: noGPUs, NoRatchet: true})
 	pod := func(edit func(*corev1.Pod)) *corev1.Pod {
 		p := object("Pod", nsPlain, builders.Options{}).(*corev1.Pod)
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
@@ -355,11 +358,68 @@ func TestValidatingPodCleanup(t *testing.T) {
 		t.Errorf("a toleration added, the view only read: %+v, want allowed unjudged", resp.Result)
 	}
 	const rawReader = "package t\n\ndeny contains \"no GPU pods\" if {\n\tinput.workload.gpu.count > 0\n\tinput.object.metadata.name != \"\"\n}\n"
-	hRaw := validating(t, policies.Policy{Name: "no-gpus-raw", Module: rawReader})
+	hRaw := validating(t, policies.Policy{Name: "no-gpus-raw", Module: rawReader, NoRatchet: true})
 	if resp := hRaw.Handle(context.Background(), update(t, old, tolerated, alice)); resp.Allowed {
 		t.Error("a toleration added, the raw object read: allowed, want judged and denied")
 	}
 	if resp := hRaw.Handle(context.Background(), update(t, old, pod(func(p *corev1.Pod) { p.Finalizers = nil }), alice)); !resp.Allowed {
 		t.Errorf("a finalizer removed, the raw object read: %+v, want allowed unjudged", resp.Result)
+	}
+}
+
+// Issue 29, item 1: a tightened policy does not deny an UPDATE that keeps
+// a violation the old object had (a controller's label on a running GPU
+// Pod, an HPA's replicas): it warns, and counts it; a violation the update
+// introduces still denies, and a policy with ratchet off judges the update
+// as new.
+func TestValidatingRatchet(t *testing.T) {
+	const maxGPUs = "package t\n\ndeny contains sprintf(\"%d GPUs, more than 4\", [input.workload.gpu.count]) if input.workload.gpu.count > 4\n"
+	const noLatest = "package t\n\ndeny contains \"no :latest images\" if {\n\tsome c in input.workload.containers\n\tendswith(c.image, \":latest\")\n}\n"
+	pod := func(gpus string, edit func(*corev1.Pod)) *corev1.Pod {
+		p := object("Pod", nsPlain, builders.Options{}).(*corev1.Pod)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus)}
+		p.Labels = map[string]string{"app": "llm"}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	old := pod("8", nil)
+	labelled := pod("8", func(p *corev1.Pod) { p.Labels["rollouts.argoproj.io/revision"] = "2" })
+	h := validating(t, policies.Policy{Name: "max-gpus", Module: maxGPUs}, policies.Policy{Name: "no-latest", Module: noLatest})
+	if resp := h.Handle(context.Background(), create(t, old, alice)); resp.Allowed {
+		t.Fatal("the policy does not deny the 8-GPU Pod on CREATE: the cases below prove nothing")
+	}
+
+	resp := h.Handle(context.Background(), update(t, old, labelled, alice))
+	if !resp.Allowed {
+		t.Fatalf("a label added to a Pod that already had 8 GPUs: denied (%v), want allowed", resp.Result.Message)
+	}
+	want := []string{"[max-gpus] existing violation, not introduced by this update: 8 GPUs, more than 4"}
+	if diff := cmp.Diff(want, resp.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(h.metrics.reviews.WithLabelValues("Pod", "UPDATE", outcomeRatcheted)); got != 1 {
+		t.Errorf("reviews{outcome=ratcheted} = %v, want 1", got)
+	}
+
+	// Worse, or a new violation: denied, with only the new messages.
+	worse := pod("16", nil)
+	if resp := h.Handle(context.Background(), update(t, old, worse, alice)); resp.Allowed || resp.Result.Message != "[max-gpus] 16 GPUs, more than 4" {
+		t.Errorf("16 GPUs where there were 8: %v %q, want denied for the new count", resp.Allowed, resp.Result.Message)
+	}
+	latest := pod("8", func(p *corev1.Pod) { p.Spec.Containers[0].Image = "registry.example.com/llm/server:latest" })
+	resp = h.Handle(context.Background(), update(t, old, latest, alice))
+	if resp.Allowed || resp.Result.Message != "[no-latest] no :latest images" {
+		t.Errorf("a :latest image introduced: %v %q, want denied for it alone", resp.Allowed, resp.Result.Message)
+	}
+	if !slices.Contains(resp.Warnings, want[0]) {
+		t.Errorf("warnings %q: want the kept violation among them", resp.Warnings)
+	}
+
+	// ratchet: false judges the update as if the Pod were new.
+	strict := validating(t, policies.Policy{Name: "max-gpus", Module: maxGPUs, NoRatchet: true})
+	if resp := strict.Handle(context.Background(), update(t, old, labelled, alice)); resp.Allowed {
+		t.Error("ratchet off: the label update is allowed, want denied")
 	}
 }

@@ -3,19 +3,20 @@ package integration_test
 import (
 	"context"
 	"fmt"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 	"os"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -202,6 +203,42 @@ deny contains msg if {
 		err := deniedEventually(gpuDeployment("loaded", 1))
 		Expect(err.Error()).To(ContainSubstring(`[internal-loader] init container "model-loader" uses image "ghcr.io/modelgate/modelgate:latest"`))
 	})
+	// Issue 29, item 1: updates are judged by what they introduce.
+	It("ratchets updates: an HPA's scale of a Deployment a tighter policy denies passes with a warning, raising its GPUs does not, and ratchet: false judges it as new", func() {
+		d := gpuDeployment("ratcheted", 2).(*appsv1.Deployment)
+		Expect(alice.Create(ctx, d)).To(Succeed())
+		wp := policy("max-one-gpu-ratchet", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`)
+		apply(wp)
+		deniedEventually(gpuDeployment("ratcheted-new", 2))
+
+		By("the replicas changed: allowed, the kept violation a warning")
+		warn.Take()
+		Expect(alice.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
+		d.Spec.Replicas = ptr.To[int32](3)
+		Expect(alice.Update(ctx, d)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement("[max-one-gpu-ratchet] existing violation, not introduced by this update: asks for 2 GPUs, at most 1"))
+
+		By("more GPUs: a violation the update introduces, denied")
+		Expect(alice.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
+		d.Spec.Template.Annotations[annotations.GPU] = "4"
+		err := alice.Update(ctx, d.DeepCopy())
+		Expect(err).To(MatchError(ContainSubstring("[max-one-gpu-ratchet] asks for 4 GPUs, at most 1")))
+		Expect(err.Error()).NotTo(ContainSubstring("existing violation"))
+
+		By("ratchet: false: the replicas change is judged as if the Deployment were new")
+		Expect(alice.Get(ctx, client.ObjectKey{Name: wp.Name}, wp)).To(Succeed())
+		wp.Spec.Ratchet = ptr.To(false)
+		Expect(alice.Update(ctx, wp)).To(Succeed())
+		Eventually(func() error {
+			cur := &appsv1.Deployment{}
+			if err := alice.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
+				return err
+			}
+			cur.Spec.Replicas = ptr.To[int32](1)
+			return alice.Update(ctx, cur, client.DryRunAll)
+		}).Should(MatchError(ContainSubstring("[max-one-gpu-ratchet] asks for 2 GPUs, at most 1")))
+		Expect(alice.Delete(ctx, wp)).To(Succeed())
+	})
 	// Issue 15, item 5: a policy tightened after a GPU Pod was admitted
 	// does not keep the Pod from being cleaned up.
 	It("lets a GPU Pod admitted before a tighter policy lose its finalizer and be deleted", func() {
@@ -211,12 +248,14 @@ deny contains msg if {
 		pod.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
 		Expect(alice.Create(ctx, pod)).To(Succeed())
 		apply(policy("max-one-gpu-later", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
-		// The policy is in force: a label change is judged, and denied.
-		Eventually(func() error {
+		// The policy is in force: a label change is judged, and kept
+		// violation comes back as a warning (ratcheting: it does not deny).
+		Eventually(func(g Gomega) {
 			p := pod.DeepCopy()
 			p.Labels["stage"] = "done"
-			return alice.Update(ctx, p, client.DryRunAll)
-		}).Should(MatchError(ContainSubstring("[max-one-gpu-later]")))
+			g.Expect(alice.Update(ctx, p, client.DryRunAll)).To(Succeed())
+			g.Expect(warn.Take()).To(ContainElement(HavePrefix("[max-one-gpu-later] existing violation, not introduced by this update: ")))
+		}).Should(Succeed())
 
 		Expect(alice.Delete(ctx, pod)).To(Succeed())
 		Expect(alice.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())

@@ -85,6 +85,16 @@ type WorkloadPolicySpec struct {
 	// +kubebuilder:default=deny
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
 
+	// ratchet judges an UPDATE by what it introduces: a deny message the
+	// old object gave too (same policy, same message but for the object's
+	// name) does not deny the update; it comes back as the warning
+	// "[policy] existing violation, not introduced by this update: ...".
+	// New violations still deny. false judges an update as if the object
+	// were new. Default true.
+	// +optional
+	// +kubebuilder:default=true
+	Ratchet *bool `json:"ratchet,omitempty"`
+
 	// match selects the workloads the policy applies to. When it is empty
 	// the policy applies to every workload the webhook sees.
 	// +optional
