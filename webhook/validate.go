@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -107,14 +108,53 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 		return policies.Decision{}, false, resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
-	if why := unjudgedPodUpdate(req, obj, decode); why != "" {
+	if why := unjudgedUpdate(req, obj, decode); why != "" {
 		return policies.Decision{}, false, admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
 	w.Set = set
 	d := h.checker.Check(ctx, w)
 	h.ratchet(ctx, req, obj, nsLabels, decode, set, &d)
+	if !d.Allowed() && ownershipOnlyUpdate(req) {
+		// Checked on the denied path only: the allowed one never pays for
+		// comparing the two objects.
+		return policies.Decision{}, false, admission.Allowed("only finalizers or owner references changed"), outcomeSkipped
+	}
 	return d, true, admission.Response{}, ""
+}
+
+// ownershipMeta are the fields an UPDATE may change without being judged:
+// who holds the object (finalizers, owner references, as the garbage
+// collector and controllers change them) and what the API server keeps.
+var ownershipMeta = []string{"finalizers", "ownerReferences", "resourceVersion", "generation", "managedFields"}
+
+// ownershipOnlyUpdate reports whether an UPDATE changes nothing but
+// ownershipMeta and the status: a controller adopting, releasing or
+// finishing an object, which a policy must not block. Objects that do not
+// decode are judged as they stand.
+func ownershipOnlyUpdate(req admission.Request) bool {
+	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+		return false
+	}
+	strip := func(raw []byte) (map[string]any, bool) {
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			return nil, false
+		}
+		delete(m, "status")
+		if meta, ok := m["metadata"].(map[string]any); ok {
+			for _, k := range ownershipMeta {
+				delete(meta, k)
+			}
+		}
+		return m, true
+	}
+	cur, ok := strip(req.Object.Raw)
+	if !ok {
+		return false
+	}
+	prev, ok := strip(req.OldObject.Raw)
+	return ok && equality.Semantic.DeepEqual(cur, prev)
 }
 
 // ratchet lifts the denials of an UPDATE that the old object had too
@@ -137,22 +177,25 @@ func (h *Validating) ratchet(ctx context.Context, req admission.Request, obj *de
 	d.Ratchet(h.checker.Check(ctx, w), obj.target.Object.Name)
 }
 
-// unjudgedPodUpdate says why a Pod UPDATE is not judged by the policies,
-// empty when it is. Policies must not block cleanup: a Pod being deleted
-// is never judged, and neither is an update that changes nothing the
-// policies judge a Pod by (what decode keeps of its spec, labels and
+// unjudgedUpdate says why an UPDATE is not judged by the policies, empty
+// when it is. Policies must not block cleanup: an object of any kind being
+// deleted is never judged, and neither is a Pod update that changes
+// nothing the policies judge a Pod by (what decode keeps of its spec, labels and
 // annotations: what the view is built from, or the whole object when a
 // policy reads it), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
 // ever. decode decodes the old Pod as the new one was decoded.
-func unjudgedPodUpdate(req admission.Request, obj *decoded, decode decodeFunc) string {
-	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Update {
+func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) string {
+	if req.Operation != admissionv1.Update {
 		return ""
 	}
 	cur := obj.target
 	if cur.Object.DeletionTimestamp != nil {
-		return "the Pod is being deleted"
+		return "the " + req.Kind.Kind + " is being deleted"
+	}
+	if req.Kind.Kind != "Pod" {
+		return ""
 	}
 	old, err := decode(req.Kind, req.OldObject.Raw)
 	if err != nil {

@@ -11,11 +11,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
@@ -421,5 +423,53 @@ func TestValidatingRatchet(t *testing.T) {
 	strict := validating(t, policies.Policy{Name: "max-gpus", Module: maxGPUs, NoRatchet: true})
 	if resp := strict.Handle(context.Background(), update(t, old, labelled, alice)); resp.Allowed {
 		t.Error("ratchet off: the label update is allowed, want denied")
+	}
+}
+
+// Issue 29, item 1: whatever the kind, an object being deleted is not
+// judged, and neither is an update that changes only who holds it
+// (finalizers, owner references) or its status, even under a policy that
+// does not ratchet; any other change is.
+func TestValidatingOwnershipUpdates(t *testing.T) {
+	const noGPUs = "package t\n\ndeny contains \"no GPU workloads\" if input.workload.gpu.count > 0\n"
+	h := validating(t, policies.Policy{Name: "no-gpus", Module: noGPUs, NoRatchet: true})
+	deployment := func(edit func(*appsv1.Deployment)) *appsv1.Deployment {
+		d := object("Deployment", nsPlain, builders.Options{}).(*appsv1.Deployment)
+		d.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		d.Labels = map[string]string{"app": "llm"}
+		d.Finalizers = []string{"example.com/protect"}
+		if edit != nil {
+			edit(d)
+		}
+		return d
+	}
+	old := deployment(nil)
+	cases := map[string]struct {
+		cur         *appsv1.Deployment
+		wantAllowed bool
+	}{
+		"a finalizer removed": {cur: deployment(func(d *appsv1.Deployment) { d.Finalizers = nil }), wantAllowed: true},
+		"an owner reference added": {cur: deployment(func(d *appsv1.Deployment) {
+			d.OwnerReferences = []metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Stack", Name: "s", UID: "u"}}
+		}), wantAllowed: true},
+		"the status changed": {cur: deployment(func(d *appsv1.Deployment) { d.Status.ReadyReplicas = 1 }), wantAllowed: true},
+		"being deleted, a label changed too": {cur: deployment(func(d *appsv1.Deployment) {
+			now := metav1.Now()
+			d.DeletionTimestamp = &now
+			d.Labels["x"] = "y"
+		}), wantAllowed: true},
+		"a label changed: judged":      {cur: deployment(func(d *appsv1.Deployment) { d.Labels["tier"] = "gold" })},
+		"the replicas changed: judged": {cur: deployment(func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](3) })},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := h.Handle(context.Background(), update(t, old, tc.cur, alice))
+			if resp.Allowed != tc.wantAllowed {
+				t.Errorf("allowed %v, want %v (%+v)", resp.Allowed, tc.wantAllowed, resp.Result)
+			}
+		})
+	}
+	if resp := h.Handle(context.Background(), create(t, old, alice)); resp.Allowed {
+		t.Error("the policy does not deny the GPU Deployment on CREATE: the cases above prove nothing")
 	}
 }
