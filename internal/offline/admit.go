@@ -79,6 +79,10 @@ type Outcome struct {
 type Request struct {
 	// Object is the object as JSON; its metadata.namespace may be unset.
 	Object []byte
+	// OldObject, when set, makes the request an UPDATE from it to Object:
+	// the old object goes through the mutating webhook as it was created
+	// (as stored), and is not judged itself.
+	OldObject []byte
 	// Namespace is the namespace it is created in.
 	Namespace string
 	// User is the requester.
@@ -142,6 +146,9 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return Outcome{Decision: Allowed, Object: r.Object, Skipped: "not a kind modelgate handles"}, nil
 	}
 	if gvr == aiinferenceGVR {
+		if r.OldObject != nil {
+			return Outcome{}, errors.New("oldObject: an UPDATE of an AIInference is not supported offline")
+		}
 		return a.aiinference.admit(ctx, r, ti.Metadata.Name)
 	}
 	// The API server sends the object with its namespace set.
@@ -150,8 +157,14 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return Outcome{}, err
 	}
 	req := createRequest(gvr, ti.Kind, ti.Metadata.Name, r, sent)
-
 	out := Outcome{Object: r.Object}
+	if r.OldObject != nil {
+		if req, err = a.updateRequest(ctx, req, r, ti); err != nil {
+			return Outcome{}, err
+		}
+		sent, out.Object = req.Object.Raw, req.Object.Raw
+	}
+
 	resp := a.mutating.Handle(ctx, req)
 	out.Warnings = append(out.Warnings, resp.Warnings...)
 	if !resp.Allowed {
@@ -270,4 +283,55 @@ func setNamespace(obj []byte, ns string) ([]byte, error) {
 		return nil, fmt.Errorf("setting the namespace: %w", err)
 	}
 	return out, nil
+}
+
+// updateRequest turns req, the creation of r's object, into its UPDATE
+// from r.OldObject, which must be the same kind, name and namespace. Both
+// are taken as the API server holds them: the old object as the mutating
+// webhook admitted its creation, the new one as that stored object with
+// the case's change (what `kubectl apply`, `label` or a controller sends:
+// the injection kept, as a Job's frozen template must be).
+func (a *Admitter) updateRequest(ctx context.Context, req admission.Request, r Request, ti TypeInfo) (admission.Request, error) {
+	oti, err := ReadTypeInfo(r.OldObject)
+	if err != nil {
+		return req, fmt.Errorf("oldObject: %w", err)
+	}
+	if oti.APIVersion != ti.APIVersion || oti.Kind != ti.Kind || oti.Metadata.Name != ti.Metadata.Name ||
+		(oti.Metadata.Namespace != "" && oti.Metadata.Namespace != r.Namespace) {
+		return req, fmt.Errorf("oldObject: %s %s %q must be the object's own old version (%s %s %q in %q)",
+			oti.APIVersion, oti.Kind, oti.Metadata.Name, ti.APIVersion, ti.Kind, ti.Metadata.Name, r.Namespace)
+	}
+	old, err := setNamespace(r.OldObject, r.Namespace)
+	if err != nil {
+		return req, err
+	}
+	if old, err = a.asStored(ctx, req, old); err != nil {
+		return req, fmt.Errorf("oldObject: %w", err)
+	}
+	cur, err := a.asStored(ctx, req, req.Object.Raw)
+	if err != nil {
+		return req, fmt.Errorf("object: %w", err)
+	}
+	req.Operation = admissionv1.Update
+	req.Object = runtime.RawExtension{Raw: cur}
+	req.OldObject = runtime.RawExtension{Raw: old}
+	return req, nil
+}
+
+// asStored is raw as the API server stores it when create (a CREATE
+// request) admits it: with the mutating webhook's patch applied.
+func (a *Admitter) asStored(ctx context.Context, create admission.Request, raw []byte) ([]byte, error) {
+	create.Object.Raw = raw
+	resp := a.mutating.Handle(ctx, create)
+	if !resp.Allowed {
+		msg := ""
+		if resp.Result != nil {
+			msg = resp.Result.Message
+		}
+		return nil, fmt.Errorf("the mutating webhook refuses it: %s", msg)
+	}
+	if len(resp.Patch) == 0 {
+		return raw, nil
+	}
+	return applyPatch(raw, resp.Patch)
 }

@@ -66,7 +66,12 @@ type Case struct {
 	// Exactly one of them is set.
 	Object json.RawMessage `json:"object,omitempty"`
 	File   string          `json:"file,omitempty"`
-	Target `json:",inline"`
+	// OldObject, or OldFile, makes the case an UPDATE from that object
+	// (as modelgate's mutating webhook admitted it) to Object: what
+	// ratcheting judges. At most one of them is set.
+	OldObject json.RawMessage `json:"oldObject,omitempty"`
+	OldFile   string          `json:"oldFile,omitempty"`
+	Target    `json:",inline"`
 	Expect Expect `json:"expect"`
 }
 
@@ -148,6 +153,13 @@ func (f *CaseFile) validate() field.ErrorList {
 			errs = append(errs, field.Required(p.Child("object"), "one of object or file must be set"))
 		case hasObject && !strings.HasPrefix(strings.TrimSpace(string(c.Object)), "{"):
 			errs = append(errs, field.Invalid(p.Child("object"), string(c.Object), "must be a Kubernetes object"))
+		}
+		hasOld := len(c.OldObject) > 0 && string(c.OldObject) != "null"
+		switch {
+		case hasOld && c.OldFile != "":
+			errs = append(errs, field.Invalid(p.Child("oldFile"), c.OldFile, "must not be set with oldObject"))
+		case hasOld && !strings.HasPrefix(strings.TrimSpace(string(c.OldObject)), "{"):
+			errs = append(errs, field.Invalid(p.Child("oldObject"), string(c.OldObject), "must be a Kubernetes object"))
 		}
 		errs = append(errs, c.validateTarget(p)...)
 		ep := p.Child("expect")

@@ -134,6 +134,13 @@ func TestLoadCaseFile(t *testing.T) {
 			want: "cases[0].expect.messages: Invalid value: [\"x\"]: must be empty when the decision is allowed\n" +
 				"{file}: cases[1].expect.warnings: Forbidden: only with decision denied; the warnings of a warned object are its messages",
 		},
+		"an update case: valid; oldObject and oldFile together, or an oldObject that is no object: invalid": {
+			in: head + "cases:\n- name: a\n  " + pod + "  oldObject: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n  expect: {decision: allowed}\n" +
+				"- name: b\n  " + pod + "  oldObject: {apiVersion: v1, kind: Pod, metadata: {name: p}}\n  oldFile: old.yaml\n  expect: {decision: allowed}\n" +
+				"- name: c\n  " + pod + "  oldObject: [1]\n  expect: {decision: allowed}\n",
+			want: "cases[1].oldFile: Invalid value: \"old.yaml\": must not be set with oldObject\n" +
+				"{file}: cases[2].oldObject: Invalid value: \"[1]\": must be a Kubernetes object",
+		},
 		"bad namespace and label": {in: head + "namespace: Team_A\nnamespaceLabels: {\"bad key!\": x}\ncases:\n- name: a\n  " + pod + "  expect: {decision: allowed}\n",
 			want: "namespace: Invalid value: \"Team_A\""},
 	}

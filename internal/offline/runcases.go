@@ -132,11 +132,20 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 	if ns == "" {
 		ns = t.Namespace
 	}
+	var old []byte
+	switch {
+	case len(c.OldObject) > 0 && string(c.OldObject) != "null":
+		old = []byte(c.OldObject)
+	case c.OldFile != "":
+		if old, err = readOneObject(resolve(dir, c.OldFile)); err != nil {
+			return Outcome{}, err
+		}
+	}
 	a, err := NewAdmitter(s.cfg, s.engine, Namespaces{Default: t.NamespaceLabels})
 	if err != nil {
 		return Outcome{}, err
 	}
-	return a.Admit(ctx, Request{Object: obj, Namespace: ns, User: UserInfo(t.User, t.Groups)})
+	return a.Admit(ctx, Request{Object: obj, OldObject: old, Namespace: ns, User: UserInfo(t.User, t.Groups)})
 }
 
 // with returns t with the settings o sets replacing its own, and the
