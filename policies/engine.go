@@ -133,6 +133,9 @@ func (e *Engine) prepareLatest() {
 // evaluated in one query (see Set.Prepare).
 func (e *Engine) CombinedReviews() uint64 { return e.combinedEvals.Load() }
 
+// Timeout is the bound on evaluating every policy for one review.
+func (e *Engine) Timeout() time.Duration { return e.timeout }
+
 // Set returns the current Set.
 func (e *Engine) Set() *Set { return e.set.Load() }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -113,8 +114,12 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 	}
 	w := h.workload(req, obj, nsLabels)
 	w.Set = set
+	// One evaluation budget for the review: judging the old object to
+	// ratchet an UPDATE gets what the new one left, never a second budget
+	// (a policy slow on the old object leaves the denial standing).
+	deadline := time.Now().Add(h.checker.Engine.Timeout())
 	d := h.checker.Check(ctx, w)
-	h.ratchet(ctx, req, obj, nsLabels, decode, set, &d)
+	h.ratchet(ctx, deadline, req, obj, nsLabels, decode, set, &d)
 	if !d.Allowed() && ownershipOnlyUpdate(req) {
 		// Checked on the denied path only: the allowed one never pays for
 		// comparing the two objects.
@@ -161,11 +166,15 @@ func ownershipOnlyUpdate(req admission.Request) bool {
 // (policies.Decision.Ratchet). The old object is decoded and judged only
 // when the new one has a denial a ratcheting policy gave, and only by the
 // policies that gave one, of the set that judged the new one: the allowed
-// path costs nothing. An old object that does not decode lifts nothing.
-func (h *Validating) ratchet(ctx context.Context, req admission.Request, obj *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
+// path costs nothing. It gets what is left of the review's evaluation
+// budget (deadline), and an old object that does not decode, or a policy
+// that fails on it, lifts nothing.
+func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, obj *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
 	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || !d.Ratchetable() {
 		return
 	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	prev, err := decode(req.Kind, req.OldObject.Raw)
 	if err != nil {
 		return
