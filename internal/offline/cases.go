@@ -72,7 +72,7 @@ type Case struct {
 	OldObject json.RawMessage `json:"oldObject,omitempty"`
 	OldFile   string          `json:"oldFile,omitempty"`
 	Target    `json:",inline"`
-	Expect Expect `json:"expect"`
+	Expect    Expect `json:"expect"`
 }
 
 // Expect is the answer expected.

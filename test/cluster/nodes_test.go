@@ -125,6 +125,7 @@ func TestKwokVersionPins(t *testing.T) {
 		t.Errorf("the Makefile's KWOK_VERSION is %v, KwokVersion is %s", m, KwokVersion)
 	}
 }
+
 // Memory reads as written when it is a whole number of units, and as GiB
 // with one decimal when a kubelet reports it in KiB.
 func TestMemory(t *testing.T) {
