@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -62,10 +64,12 @@ type renderFlags struct {
 	namespaceLabels string
 	user            string
 	groups          string
+	recordKey       string
 }
 
 func (f *renderFlags) bind(fs *flag.FlagSet) {
 	fs.Var(&f.files, "f", "manifest `FILE`, or a directory of .yaml, .yml and .json files (multi-document YAML; \"-\" is stdin); repeatable")
+	fs.StringVar(&f.recordKey, "record-key", "", "`FILE` holding the record key that sealed what the manifests carry (the Secret modelgate-record-key's data.key, base64-decoded, or a key of your own for render's output): the injection records it sealed are modelgate's, so rendering rendered output again changes nothing; without it render seals with a key of its own run")
 	fs.StringVar(&f.policies, "policies", "", "policy directory (.rego files, as --policy-dir), or a directory or file of WorkloadPolicy objects at `PATH`")
 	fs.StringVar(&f.configFile, "config", "", "Configuration `FILE` (config.modelgate.io/v1alpha1), as modelgate serve --config reads it")
 	fs.StringVar(&f.namespace, "namespace", offline.DefaultNamespace, "namespace of objects whose metadata names none")
@@ -102,6 +106,15 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 	}
+	if f.recordKey != "" {
+		b, err := os.ReadFile(f.recordKey)
+		if err != nil {
+			return fail(fmt.Errorf("--record-key: %w", err))
+		}
+		if cfg.RecordKey, err = seal.New(b); err != nil {
+			return fail(fmt.Errorf("--record-key %s: %w", f.recordKey, err))
+		}
+	}
 	var cs []*policies.Compiled
 	if f.policies != "" {
 		if cs, err = offline.LoadPolicies(ctx, f.policies); err != nil {
@@ -122,6 +135,7 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		namespace: f.namespace,
 		user:      offline.UserInfo(f.user, splitList(f.groups)),
 		decisions: stderr,
+		keyed:     f.recordKey != "",
 	}
 	var out [][]byte
 	for i := range docs {
@@ -176,6 +190,10 @@ type renderer struct {
 	decisions io.Writer
 	denied    bool
 	errs      []error
+	// keyed says --record-key was given; without it, a sealed record in
+	// the input was sealed by another key than this run's, which render
+	// warns about.
+	keyed bool
 }
 
 // renderDocument admits one document, or each item of a v1 List, and
@@ -253,6 +271,11 @@ func (r *renderer) admit(ctx context.Context, obj []byte, ti offline.TypeInfo) (
 		r.denied = true
 	}
 	writeDecision(r.decisions, ti.Kind+" "+name, &out)
+	if !r.keyed && offline.Handles(ti.APIVersion, ti.Kind) && carriesSeal(obj) {
+		fmt.Fprintf(r.decisions, "  warning: its injection record (%s) was sealed by another key than this run's (an earlier render, "+
+			"or a cluster's modelgate): it is not taken as modelgate's, and what it records is not reverted or kept as injected; "+
+			"pass --record-key FILE with the key that sealed it to render it as that modelgate would\n", annotations.Injected)
+	}
 	if !offline.Handles(ti.APIVersion, ti.Kind) {
 		writeUnhandledAnnotations(r.decisions, &ti, modelgateAnnotations(obj))
 	}
@@ -397,4 +420,16 @@ func splitList(s string) []string {
 // indentRest indents every line of s but the first.
 func indentRest(s, indent string) string {
 	return strings.ReplaceAll(s, "\n", "\n"+indent)
+}
+
+// carriesSeal reports whether an object holds modelgate.io/seal in any of
+// its metadata (its own, a template's): a record an earlier modelgate, or
+// render, sealed.
+func carriesSeal(obj []byte) bool {
+	for _, site := range modelgateAnnotations(obj) {
+		if slices.Contains(site.Keys, annotations.Seal) {
+			return true
+		}
+	}
+	return false
 }

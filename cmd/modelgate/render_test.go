@@ -185,3 +185,43 @@ func typed(t *testing.T, y []byte) any {
 	}
 	return obj
 }
+
+// Issue 29, item 4: render is a fixed point with --record-key (rendering
+// its own output again with the same key changes nothing); without a key,
+// a second render of rendered output warns that the record was sealed by
+// another key instead of dropping it silently; a bad key file is named.
+func TestRenderRecordKey(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, bytes.Repeat([]byte("k"), 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first, errOut, code := runCLI(t, "", "render", "-f", "../../config/samples/deployment.yaml", "--record-key", key)
+	if code != 0 || !strings.Contains(first, "modelgate.io/injected") {
+		t.Fatalf("first render: exit %d, %s\n%s", code, errOut, first)
+	}
+	again, errOut, code := runCLI(t, first, "render", "-f", "-", "--record-key", key)
+	if code != 0 || again != first {
+		t.Errorf("a second render with the same key changed the output (exit %d, %s):\n%s", code, errOut, cmp.Diff(first, again))
+	}
+	if strings.Contains(errOut, "sealed by another key") {
+		t.Errorf("warned with the key that sealed it: %s", errOut)
+	}
+
+	_, errOut, code = runCLI(t, first, "render", "-f", "-")
+	if code != 0 || !strings.Contains(errOut, "warning: its injection record (modelgate.io/injected) was sealed by another key than this run's") ||
+		!strings.Contains(errOut, "--record-key FILE") {
+		t.Errorf("a second render without the key: exit %d, want a warning naming --record-key:\n%s", code, errOut)
+	}
+	if _, errOut, _ := runCLI(t, "", "render", "-f", "../../config/samples/deployment.yaml"); strings.Contains(errOut, "sealed by another key") {
+		t.Errorf("warned about a manifest that carries no record: %s", errOut)
+	}
+
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, "", "render", "-f", "../../config/samples/deployment.yaml", "--record-key", short); code != 2 || !strings.Contains(errOut, "--record-key "+short+": ") {
+		t.Errorf("a 3-byte key: exit %d, %s; want 2 naming the flag and file", code, errOut)
+	}
+}
