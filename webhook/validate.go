@@ -109,7 +109,8 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 		return policies.Decision{}, false, resp, outcome
 	}
 	obj, nsLabels := a.obj, a.nsLabels
-	if why := unjudgedUpdate(req, obj, decode); why != "" {
+	why, prev := unjudgedUpdate(req, obj, decode)
+	if why != "" {
 		return policies.Decision{}, false, admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
@@ -119,7 +120,7 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 	// (a policy slow on the old object leaves the denial standing).
 	deadline := time.Now().Add(h.checker.Engine.Timeout())
 	d := h.checker.Check(ctx, w)
-	h.ratchet(ctx, deadline, req, obj, nsLabels, decode, set, &d)
+	h.ratchet(ctx, deadline, req, obj, prev, nsLabels, decode, set, &d)
 	if !d.Allowed() && ownershipOnlyUpdate(req) {
 		// Checked on the denied path only: the allowed one never pays for
 		// comparing the two objects.
@@ -168,17 +169,20 @@ func ownershipOnlyUpdate(req admission.Request) bool {
 // policies that gave one, of the set that judged the new one: the allowed
 // path costs nothing. It gets what is left of the review's evaluation
 // budget (deadline), and an old object that does not decode, or a policy
-// that fails on it, lifts nothing.
-func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, obj *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
+// that fails on it, lifts nothing. prev is the old object when the review
+// already decoded it (a Pod's, for unjudgedUpdate), else nil.
+func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, obj, prev *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
 	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || !d.Ratchetable() {
 		return
 	}
+	if prev == nil {
+		var err error
+		if prev, err = decode(req.Kind, req.OldObject.Raw); err != nil {
+			return
+		}
+	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	prev, err := decode(req.Kind, req.OldObject.Raw)
-	if err != nil {
-		return
-	}
 	oldReq := req
 	oldReq.Object, oldReq.OldObject = req.OldObject, runtime.RawExtension{}
 	w := h.workload(oldReq, prev, nsLabels)
@@ -194,29 +198,30 @@ func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admiss
 // policy reads it), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
-// ever. decode decodes the old Pod as the new one was decoded.
-func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) string {
+// ever. decode decodes the old Pod as the new one was decoded; it is
+// returned, for ratchet, when it was decoded (a judged Pod update).
+func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) (string, *decoded) {
 	if req.Operation != admissionv1.Update {
-		return ""
+		return "", nil
 	}
 	cur := obj.target
 	if cur.Object.DeletionTimestamp != nil {
-		return "the " + req.Kind.Kind + " is being deleted"
+		return "the " + req.Kind.Kind + " is being deleted", nil
 	}
 	if req.Kind.Kind != "Pod" {
-		return ""
+		return "", nil
 	}
 	old, err := decode(req.Kind, req.OldObject.Raw)
 	if err != nil {
-		return "" // judged as it stands
+		return "", nil // judged as it stands
 	}
 	prev := old.target
 	if equality.Semantic.DeepEqual(cur.PodSpec, prev.PodSpec) &&
 		equality.Semantic.DeepEqual(cur.Object.Labels, prev.Object.Labels) &&
 		equality.Semantic.DeepEqual(cur.Object.Annotations, prev.Object.Annotations) {
-		return "nothing the policies judge a Pod by changed"
+		return "nothing the policies judge a Pod by changed", nil
 	}
-	return ""
+	return "", old
 }
 
 // workload is what the policies judge: the decoded object, its parsed
