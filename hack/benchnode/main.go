@@ -311,14 +311,10 @@ func memory(procs map[string]int) map[string]rss {
 	for name, pid := range procs {
 		out[name] = readRSS(pid)
 	}
-	entries, _ := os.ReadDir("/proc")
+	all, _ := cluster.PIDs()
 	var shims rss
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); err == nil && strings.HasPrefix(string(comm), "containerd-shim") {
+	for _, pid := range all {
+		if comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); err == nil && strings.HasPrefix(string(comm), "containerd-shim") {
 			s := readRSS(pid)
 			shims.now += s.now
 			shims.peak += s.peak

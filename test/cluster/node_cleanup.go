@@ -100,21 +100,12 @@ func (f nodeFootprint) leftovers() []string {
 	return out
 }
 
-// pids lists the processes of the machine but this one.
+// pids lists the processes of the machine but this one (none when /proc
+// cannot be read).
 func pids() []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
+	all, _ := PIDs()
 	self := os.Getpid()
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err == nil && pid != self {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return slices.DeleteFunc(all, func(pid int) bool { return pid == self })
 }
 
 // containerProcesses are the processes in a kubepods cgroup: containers

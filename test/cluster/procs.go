@@ -8,20 +8,31 @@ import (
 	"syscall"
 )
 
-// Descendants returns every process below pid, by pid, with its command
-// name (/proc's comm, cut to 15 characters), from /proc: what `make run`
-// started, for a test to check that none outlives it.
-func Descendants(pid int) (map[int]string, error) {
+// PIDs lists the machine's processes, from /proc.
+func PIDs() ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
 	}
-	parent, comm := map[int]int{}, map[int]string{}
+	var out []int
 	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, pid)
 		}
+	}
+	return out, nil
+}
+
+// Descendants returns every process below pid, by pid, with its command
+// name (/proc's comm, cut to 15 characters), from /proc: what `make run`
+// started, for a test to check that none outlives it.
+func Descendants(pid int) (map[int]string, error) {
+	all, err := PIDs()
+	if err != nil {
+		return nil, err
+	}
+	parent, comm := map[int]int{}, map[int]string{}
+	for _, p := range all {
 		ppid, name, ok := procStat(p)
 		if !ok {
 			continue // gone meanwhile

@@ -59,18 +59,10 @@ var _ = Describe("The injected model loader, on the real node", func() {
 
 		var pods []*corev1.Pod
 		for _, name := range []string{"tiny-a", "tiny-b"} {
-			p := builders.New("Pod", builders.Options{Namespace: ns, Name: name, Annotations: map[string]string{
-				annotations.Inject:           "true",
-				annotations.Model:            "s3://" + s3Bucket + "/models/tiny",
-				annotations.ModelCache:       "pvc:model-cache",
-				annotations.ModelCredentials: "s3-creds",
-				annotations.Engine:           "vllm",
-				annotations.GPU:              "1",
-			}}).(*corev1.Pod)
+			p := builders.New("Pod", builders.Options{Namespace: ns, Name: name, Annotations: vllmOptIn("s3://"+s3Bucket+"/models/tiny", "s3-creds", map[string]string{annotations.ModelCache: "pvc:model-cache"})}).(*corev1.Pod)
 			metav1.SetMetaDataLabel(&p.ObjectMeta, "app", name)
 			p.Spec.SecurityContext = &corev1.PodSecurityContext{FSGroup: ptr.To[int64](65532)}
-			p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-			p.Spec.Containers[0].Command = []string{"vllm", "serve", "/models", "--port", freePort()}
+			vllmServe(&p.Spec.Containers[0], "/models")
 			onRealNode(&p.Spec)
 			Expect(k8s.Create(ctx, p)).To(Succeed())
 			pods = append(pods, p)
@@ -218,13 +210,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		proxyPort := freePort()
 		// The loader reaches the Hub through the proxy only.
 		credentials(ctx, ns, "hf-token", map[string]string{"HF_TOKEN": token, "HF_ENDPOINT": "http://127.0.0.1:" + proxyPort})
-		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "llm", Annotations: map[string]string{
-			annotations.Inject:           "true",
-			annotations.Model:            "hf://" + tinyLLM + "@" + commit,
-			annotations.ModelCredentials: "hf-token",
-			annotations.Engine:           "vllm",
-			annotations.GPU:              "1",
-		}}).(*corev1.Pod)
+		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "llm", Annotations: vllmOptIn("hf://"+tinyLLM+"@"+commit, "hf-token", nil)}).(*corev1.Pod)
 		metav1.SetMetaDataLabel(&p.ObjectMeta, "app", "llm")
 		// The proxy listens 3 seconds after it starts; its startup probe
 		// tells the kubelet when it does.
@@ -238,8 +224,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 				PeriodSeconds: 1, FailureThreshold: 30,
 			},
 		}}
-		p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-		p.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+		vllmServe(&p.Spec.Containers[0], tinyLLM)
 		onRealNode(&p.Spec)
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		Expect(containerNames(p.Spec.InitContainers)).To(Equal([]string{"egress-proxy", loaderName}), "modelgate puts the loader after the sidecar")
@@ -286,19 +271,10 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		hub.AddRepo(tinyLLM, repo)
 		credentials(ctx, ns, "hub", map[string]string{"HF_ENDPOINT": hub.URL()})
 		pod := func(name, size string) *corev1.Pod {
-			p := builders.New("Pod", builders.Options{Namespace: ns, Name: name, Annotations: map[string]string{
-				annotations.Inject:           "true",
-				annotations.Model:            "hf://" + tinyLLM + "@" + repo.Refs["main"],
-				annotations.ModelCredentials: "hub",
-				annotations.ModelCache:       "memory",
-				annotations.ModelSize:        size,
-				annotations.Engine:           "vllm",
-				annotations.GPU:              "1",
-			}}).(*corev1.Pod)
+			p := builders.New("Pod", builders.Options{Namespace: ns, Name: name, Annotations: vllmOptIn("hf://"+tinyLLM+"@"+repo.Refs["main"], "hub", map[string]string{annotations.ModelCache: "memory", annotations.ModelSize: size})}).(*corev1.Pod)
 			metav1.SetMetaDataLabel(&p.ObjectMeta, "app", name)
 			p.Spec.RestartPolicy = corev1.RestartPolicyNever
-			p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-			p.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+			vllmServe(&p.Spec.Containers[0], tinyLLM)
 			onRealNode(&p.Spec)
 			return p
 		}

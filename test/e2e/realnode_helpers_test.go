@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/cluster"
 )
 
@@ -52,6 +54,27 @@ func onRealNode(spec *corev1.PodSpec) {
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
 		Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
 	})
+}
+
+// vllmOptIn is the opt-in of a vLLM server on one GPU whose loader fetches
+// model (a URI) with the Secret credentials, with extra annotations on top.
+func vllmOptIn(model, credentials string, extra map[string]string) map[string]string {
+	a := map[string]string{
+		annotations.Inject:           "true",
+		annotations.Model:            model,
+		annotations.ModelCredentials: credentials,
+		annotations.Engine:           "vllm",
+		annotations.GPU:              "1",
+	}
+	maps.Copy(a, extra)
+	return a
+}
+
+// vllmServe makes c the stand-in vLLM serving model (a Hub id or a path)
+// on a free port of the node, as `vllm serve` in vLLM's image.
+func vllmServe(c *corev1.Container, model string) {
+	c.Image = "vllm/vllm-openai:v0.9.1"
+	c.Command = []string{"vllm", "serve", model, "--port", freePort()}
 }
 
 // freePort is a free TCP port on 127.0.0.1, for an engine with host
@@ -201,20 +224,17 @@ func httpGet(ctx context.Context, url string) (int, string) {
 // holds every one of words, by the Pod's cgroup (the kubelet names it
 // pod<uid>), and returns its PID.
 func processOf(g Gomega, pod types.UID, words ...string) int {
-	entries, err := os.ReadDir("/proc")
+	all, err := cluster.PIDs()
 	g.Expect(err).NotTo(HaveOccurred())
 	// The cgroupfs driver names the Pod's cgroup pod<uid>.
 	want := "pod" + string(pod)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+	for _, pid := range all {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
 		if err != nil || !strings.Contains(string(cg), want) {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil {
 			continue
 		}

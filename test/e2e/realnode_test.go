@@ -37,13 +37,7 @@ var _ = Describe("On the real node", func() {
 		credentials(ctx, ns, "hf-token", map[string]string{"HF_TOKEN": token, "HF_ENDPOINT": hub.URL()})
 		port := freePort()
 
-		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llm", Annotations: map[string]string{
-			annotations.Inject:           "true",
-			annotations.Model:            "hf://" + tinyLLM + "@" + commit,
-			annotations.ModelCredentials: "hf-token",
-			annotations.Engine:           "vllm",
-			annotations.GPU:              "1",
-		}}).(*appsv1.Deployment)
+		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llm", Annotations: vllmOptIn("hf://"+tinyLLM+"@"+commit, "hf-token", nil)}).(*appsv1.Deployment)
 		spec := &d.Spec.Template.Spec
 		spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
 		spec.Containers[0].Command = []string{"vllm"}
@@ -86,16 +80,9 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		hub, commit := startHub("hf_theRightToken")
 		const wrong = "hf_e2eWrongTokenNeverPrinted"
 		credentials(ctx, ns, "hf-token", map[string]string{"HF_TOKEN": wrong, "HF_ENDPOINT": hub.URL()})
-		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "llm", Annotations: map[string]string{
-			annotations.Inject:           "true",
-			annotations.Model:            "hf://" + tinyLLM + "@" + commit,
-			annotations.ModelCredentials: "hf-token",
-			annotations.Engine:           "vllm",
-			annotations.GPU:              "1",
-		}}).(*corev1.Pod)
+		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "llm", Annotations: vllmOptIn("hf://"+tinyLLM+"@"+commit, "hf-token", nil)}).(*corev1.Pod)
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
-		p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-		p.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+		vllmServe(&p.Spec.Containers[0], tinyLLM)
 		onRealNode(&p.Spec)
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 
@@ -149,8 +136,7 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		p.Spec.NodeName = n.Name
 		p.Spec.HostNetwork = true
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
-		p.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-		p.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+		vllmServe(&p.Spec.Containers[0], tinyLLM)
 		gpus := resource.MustParse(fmt.Sprint(n.GPUs + 1))
 		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": gpus}
 		Expect(k8s.Create(ctx, p)).To(Succeed())
@@ -180,15 +166,8 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		// its middle.
 		hub.SetRate(8 << 20)
 		credentials(ctx, ns, "hub", map[string]string{"HF_ENDPOINT": hub.URL()})
-		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llm", Annotations: map[string]string{
-			annotations.Inject:           "true",
-			annotations.Model:            "hf://" + tinyLLM + "@" + repo.Refs["main"],
-			annotations.ModelCredentials: "hub",
-			annotations.Engine:           "vllm",
-			annotations.GPU:              "1",
-		}}).(*appsv1.Deployment)
-		d.Spec.Template.Spec.Containers[0].Image = "vllm/vllm-openai:v0.9.1"
-		d.Spec.Template.Spec.Containers[0].Command = []string{"vllm", "serve", tinyLLM, "--port", freePort()}
+		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llm", Annotations: vllmOptIn("hf://"+tinyLLM+"@"+repo.Refs["main"], "hub", nil)}).(*appsv1.Deployment)
+		vllmServe(&d.Spec.Template.Spec.Containers[0], tinyLLM)
 		onRealNode(&d.Spec.Template.Spec)
 		Expect(k8s.Create(ctx, d)).To(Succeed())
 
@@ -250,13 +229,7 @@ var _ = Describe("On the real node, unchanged", func() {
 		dep := objs[1].(*unstructured.Unstructured)
 		Expect(dep.GetKind()).To(Equal("Deployment"))
 		// The opt-in, on the pod template, and host networking: nothing else.
-		Expect(unstructured.SetNestedStringMap(dep.Object, map[string]string{
-			annotations.Inject:           "true",
-			annotations.Model:            "hf://" + model + "@" + repo.Refs["main"],
-			annotations.ModelCredentials: "hub-mirror",
-			annotations.Engine:           "vllm",
-			annotations.GPU:              "1",
-		}, "spec", "template", "metadata", "annotations")).To(Succeed())
+		Expect(unstructured.SetNestedStringMap(dep.Object, vllmOptIn("hf://"+model+"@"+repo.Refs["main"], "hub-mirror", nil), "spec", "template", "metadata", "annotations")).To(Succeed())
 		Expect(unstructured.SetNestedField(dep.Object, true, "spec", "template", "spec", "hostNetwork")).To(Succeed())
 		for _, o := range objs {
 			Expect(k8s.Create(ctx, o)).To(Succeed(), "%s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
