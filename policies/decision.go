@@ -31,6 +31,9 @@ type Result struct {
 	// moved out of Deny by Decision.Ratchet: shown as warnings.
 	Ratchet   bool
 	Ratcheted []Violation
+	// Excepted are the deny messages an exception lifted
+	// (Exceptions.Except): shown as warnings naming the exception.
+	Excepted []Excepted
 	// Err is the evaluation error, if any: OPA's, a deadline (wrapping
 	// context.DeadlineExceeded) or a message that breaks the contract.
 	Err error
@@ -48,13 +51,16 @@ type Violation struct {
 }
 
 // Decision names the outcome for metrics and logs: "error" when the policy
-// failed, "ratcheted" when its only deny messages were the old object's
-// too, "allow" when it gave no message, "dryrun" when it gave some in
-// dry-run mode, "deny" when it denied, else "warn".
+// failed, "excepted" when an exception lifted all its deny messages,
+// "ratcheted" when its only deny messages left were the old object's too,
+// "allow" when it gave no message, "dryrun" when it gave some in dry-run
+// mode, "deny" when it denied, else "warn".
 func (r *Result) Decision() string {
 	switch {
 	case r.Err != nil:
 		return "error"
+	case len(r.Excepted) > 0 && len(r.Deny) == 0 && len(r.Ratcheted) == 0:
+		return "excepted"
 	case len(r.Ratcheted) > 0 && len(r.Deny) == 0:
 		return "ratcheted"
 	case len(r.Deny) == 0 && len(r.Warn) == 0:
@@ -96,6 +102,7 @@ func (r *Result) lines() (denials, warnings []string) {
 	for _, v := range r.Ratcheted {
 		warnings = append(warnings, prefix+RatchetedPrefix+v.Msg)
 	}
+	warnings = append(warnings, r.exceptedLines(prefix)...)
 	slices.Sort(warnings)
 	return slices.Compact(denials), slices.Compact(warnings)
 }

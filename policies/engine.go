@@ -76,6 +76,9 @@ type View interface {
 // concurrent use.
 type Engine struct {
 	set atomic.Pointer[Set]
+	// exceptions are the WorkloadPolicyExceptions in force, applied by
+	// the caller (Exceptions.Except) after evaluation.
+	exceptions atomic.Pointer[Exceptions]
 	// preparing is set while a goroutine prepares the latest Set.
 	preparing atomic.Bool
 	timeout   time.Duration
@@ -135,6 +138,12 @@ func (e *Engine) CombinedReviews() uint64 { return e.combinedEvals.Load() }
 
 // Timeout is the bound on evaluating every policy for one review.
 func (e *Engine) Timeout() time.Duration { return e.timeout }
+
+// SetExceptions makes x the exceptions later reviews apply; nil is none.
+func (e *Engine) SetExceptions(x *Exceptions) { e.exceptions.Store(x) }
+
+// Exceptions returns the current exceptions, nil when there are none.
+func (e *Engine) Exceptions() *Exceptions { return e.exceptions.Load() }
 
 // Set returns the current Set.
 func (e *Engine) Set() *Set { return e.set.Load() }

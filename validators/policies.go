@@ -3,6 +3,7 @@ package validators
 import (
 	"context"
 	"github.com/modelgate/modelgate/internal/seal"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,8 @@ type Policies struct {
 	// Seal verifies the reserved metadata the object carries: only what
 	// modelgate sealed reads as the owner, team and injection record.
 	Seal *seal.Key
+	// Now is the clock exceptions expire by; time.Now when nil.
+	Now func() time.Time
 }
 
 // Check builds the workload's view, converts what the policies may read of
@@ -68,7 +71,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		GPU:              p.GPU,
 		Sealed:           p.Seal.Verify(w.Namespace, w.Object),
 	})
-	return p.Engine.Evaluate(ctx, policies.Review{
+	d := p.Engine.Evaluate(ctx, policies.Review{
 		Kind:            w.Kind,
 		Namespace:       w.Namespace,
 		NamespaceLabels: w.NamespaceLabels,
@@ -77,4 +80,22 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		Object:          w.Raw,
 		OldObject:       w.OldRaw,
 	})
+	p.except(&d, w)
+	return d
+}
+
+// except lifts the denials that an exception in force covers: checked at
+// the time of the review, so an exception stops applying the moment it
+// expires, whatever its status says.
+func (p *Policies) except(d *policies.Decision, w *Workload) {
+	x := p.Engine.Exceptions()
+	if x.Len() == 0 || d.Allowed() {
+		return
+	}
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	s := SubjectOf(w.Kind, w.Namespace, w.Object, w.PodMeta)
+	x.Except(d, &s, now())
 }

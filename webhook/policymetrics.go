@@ -16,7 +16,10 @@ const (
 	// outcomeRatcheted: an UPDATE allowed because every denial was the old
 	// object's too (policies.Decision.Ratchet), with warnings saying so.
 	outcomeRatcheted = "ratcheted"
-	outcomeDenied    = "denied" // a deny policy (or a failed one) denied it
+	// outcomeExcepted: allowed because a WorkloadPolicyException lifted
+	// every denial, with warnings naming it.
+	outcomeExcepted = "excepted"
+	outcomeDenied   = "denied" // a deny policy (or a failed one) denied it
 )
 
 // PolicyMetrics are the policy engine's and the validating webhook's

@@ -251,6 +251,15 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	srv.Register(ValidateExceptionPath, &admission.Webhook{
+		Handler: &ExceptionValidator{Policies: mgr.GetCache(), Engine: engine,
+			MaxDuration: cfg.Policy.Exceptions.MaxDuration.Duration},
+		RecoverPanic: ptr.To(true),
+	})
+	exRec := &ExceptionReconciler{Client: mgr.GetClient(), Engine: engine, ClockSkew: cfg.Policy.Exceptions.ClockSkew.Duration}
+	if err := exRec.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if dir := cfg.Policy.Directory; dir != "" {
 		ds := policies.NewDirSource(dir, store)
 		ds.OnError = func(error) { pm.LoadFailed(policies.SourceDirectory) }
@@ -281,6 +290,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 		"webhook-server":  srv.StartedChecker(),
 		"namespace-cache": warm.checker,
 		"policies":        rec.Checker,
+		"exceptions":      exRec.Checker,
 	} {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {
 			return fmt.Errorf("adding readiness check %s: %w", name, err)
@@ -298,6 +308,7 @@ func registerLoaded(e *policies.Engine) {
 			Name: "modelgate_policies_loaded",
 			Help: "Policies in force: compiled and evaluated by the validating webhook.",
 		}, func() float64 { return float64(e.Set().Len()) }))
+		defaultRegistry.MustRegister(&exceptionCollector{engine: e, now: time.Now})
 	})
 }
 

@@ -302,6 +302,9 @@ func policyResponse(d policies.Decision) (admission.Response, string) {
 	resp := admission.Allowed("")
 	if len(warnings) > 0 {
 		resp.Warnings = warnings
+		if len(d.ExceptedBy()) > 0 {
+			return resp, outcomeExcepted
+		}
 		if d.Ratcheted() {
 			return resp, outcomeRatcheted
 		}
@@ -310,8 +313,9 @@ func policyResponse(d policies.Decision) (admission.Response, string) {
 	return resp, outcomeAllowed
 }
 
-// logDecision logs what the user does not see in the answer: dry-run
-// violations and evaluation errors, with the policy that gave them.
+// logDecision logs what the user does not see in the answer, or must be
+// found again later: dry-run violations, evaluation errors, and denials an
+// exception allowed, with the policy and the exception.
 func logDecision(ctx context.Context, req admission.Request, d policies.Decision) {
 	log := logf.FromContext(ctx)
 	for _, r := range d.Results {
@@ -323,6 +327,13 @@ func logDecision(ctx context.Context, req admission.Request, d policies.Decision
 			}
 			log.Info("dry-run policy violation", "policy", r.Policy, "source", r.Source, "kind", req.Kind.Kind,
 				"namespace", req.Namespace, "name", req.Name, "uid", req.UID, "messages", msgs)
+		case "excepted":
+			for _, e := range r.Excepted {
+				log.Info("policy denial allowed by exception", "policy", r.Policy, "source", r.Source,
+					"exception", e.Exception.Ref(), "ticket", e.Exception.Ticket, "expiresAt", e.Exception.ExpiresAt.UTC().Format(time.RFC3339),
+					"kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "uid", req.UID,
+					"user", req.UserInfo.Username, "message", e.Msg)
+			}
 		case "error":
 			// The policy's fault, not modelgate's: no error-level log.
 			log.Info("policy evaluation failed", "policy", r.Policy, "source", r.Source, "error", r.Err.Error(),

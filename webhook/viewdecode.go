@@ -146,7 +146,7 @@ func (a *annotationsView) UnmarshalEasyJSON(in *jlexer.Lexer) {
 
 // objectMeta is m as the typed metadata, holding only what m holds.
 func (m *metaView) objectMeta() *metav1.ObjectMeta {
-	return &metav1.ObjectMeta{
+	out := &metav1.ObjectMeta{
 		Name:              m.Name,
 		GenerateName:      m.GenerateName,
 		Namespace:         m.Namespace,
@@ -154,6 +154,10 @@ func (m *metaView) objectMeta() *metav1.ObjectMeta {
 		Labels:            m.Labels,
 		Annotations:       m.Annotations.m,
 	}
+	for _, o := range m.OwnerReferences {
+		out.OwnerReferences = append(out.OwnerReferences, metav1.OwnerReference{Kind: o.Kind, Name: o.Name, Controller: o.Controller})
+	}
+	return out
 }
 
 // podSpec is s as the typed pod spec, holding only what s holds; a probe

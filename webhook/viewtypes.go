@@ -62,6 +62,16 @@ type metaView struct {
 	DeletionTimestamp *metav1.Time      `json:"deletionTimestamp"`
 	Labels            map[string]string `json:"labels"`
 	Annotations       annotationsView   `json:"annotations"`
+	// OwnerReferences name the workload a controller made the object
+	// for: exceptions match a Pod by its Deployment's name.
+	OwnerReferences []ownerView `json:"ownerReferences"`
+}
+
+// ownerView is what exceptions read of an owner reference.
+type ownerView struct {
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Controller *bool  `json:"controller"`
 }
 
 type podSpecView struct {

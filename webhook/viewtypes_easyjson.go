@@ -3099,6 +3099,29 @@ func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook1(in *jlexer.Lexer,
 			} else {
 				(out.Annotations).UnmarshalEasyJSON(in)
 			}
+		case "ownerReferences":
+			if in.IsNull() {
+				in.Skip()
+				out.OwnerReferences = nil
+			} else {
+				in.Delim('[')
+				if out.OwnerReferences == nil {
+					if !in.IsDelim(']') {
+						out.OwnerReferences = make([]ownerView, 0, 1)
+					} else {
+						out.OwnerReferences = []ownerView{}
+					}
+				} else {
+					out.OwnerReferences = (out.OwnerReferences)[:0]
+				}
+				for !in.IsDelim(']') {
+					var v80 ownerView
+					easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook5(in, &v80)
+					out.OwnerReferences = append(out.OwnerReferences, v80)
+					in.WantComma()
+				}
+				in.Delim(']')
+			}
 		default:
 			in.SkipRecursive()
 		}
@@ -3144,16 +3167,16 @@ func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook1(out *jwriter.Writ
 			out.RawString(`null`)
 		} else {
 			out.RawByte('{')
-			v80First := true
-			for v80Name, v80Value := range in.Labels {
-				if v80First {
-					v80First = false
+			v81First := true
+			for v81Name, v81Value := range in.Labels {
+				if v81First {
+					v81First = false
 				} else {
 					out.RawByte(',')
 				}
-				out.String(string(v80Name))
+				out.String(string(v81Name))
 				out.RawByte(':')
-				out.String(string(v80Value))
+				out.String(string(v81Value))
 			}
 			out.RawByte('}')
 		}
@@ -3163,9 +3186,25 @@ func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook1(out *jwriter.Writ
 		out.RawString(prefix)
 		easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook5(out, in.Annotations)
 	}
+	{
+		const prefix string = ",\"ownerReferences\":"
+		out.RawString(prefix)
+		if in.OwnerReferences == nil && (out.Flags&jwriter.NilSliceAsEmpty) == 0 {
+			out.RawString("null")
+		} else {
+			out.RawByte('[')
+			for v82, v83 := range in.OwnerReferences {
+				if v82 > 0 {
+					out.RawByte(',')
+				}
+				easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook6(out, v83)
+			}
+			out.RawByte(']')
+		}
+	}
 	out.RawByte('}')
 }
-func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook5(in *jlexer.Lexer, out *annotationsView) {
+func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook6(in *jlexer.Lexer, out *annotationsView) {
 	isTopLevel := in.IsStart()
 	if in.IsNull() {
 		if isTopLevel {
@@ -3195,7 +3234,82 @@ func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook5(out *jwriter.Writ
 	_ = first
 	out.RawByte('}')
 }
-func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook6(in *jlexer.Lexer, out *podView) {
+func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook5(in *jlexer.Lexer, out *ownerView) {
+	isTopLevel := in.IsStart()
+	if in.IsNull() {
+		if isTopLevel {
+			in.Consumed()
+		}
+		in.Skip()
+		return
+	}
+	in.Delim('{')
+	for !in.IsDelim('}') {
+		key := in.UnsafeFieldName(false)
+		in.WantColon()
+		switch key {
+		case "kind":
+			if in.IsNull() {
+				in.Skip()
+			} else {
+				out.Kind = string(in.String())
+			}
+		case "name":
+			if in.IsNull() {
+				in.Skip()
+			} else {
+				out.Name = string(in.String())
+			}
+		case "controller":
+			if in.IsNull() {
+				in.Skip()
+				out.Controller = nil
+			} else {
+				if out.Controller == nil {
+					out.Controller = new(bool)
+				}
+				if in.IsNull() {
+					in.Skip()
+				} else {
+					*out.Controller = bool(in.Bool())
+				}
+			}
+		default:
+			in.SkipRecursive()
+		}
+		in.WantComma()
+	}
+	in.Delim('}')
+	if isTopLevel {
+		in.Consumed()
+	}
+}
+func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook6(out *jwriter.Writer, in ownerView) {
+	out.RawByte('{')
+	first := true
+	_ = first
+	{
+		const prefix string = ",\"kind\":"
+		out.RawString(prefix[1:])
+		out.String(string(in.Kind))
+	}
+	{
+		const prefix string = ",\"name\":"
+		out.RawString(prefix)
+		out.String(string(in.Name))
+	}
+	{
+		const prefix string = ",\"controller\":"
+		out.RawString(prefix)
+		if in.Controller == nil {
+			out.RawString("null")
+		} else {
+			out.Bool(bool(*in.Controller))
+		}
+	}
+	out.RawByte('}')
+}
+func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook7(in *jlexer.Lexer, out *podView) {
 	isTopLevel := in.IsStart()
 	if in.IsNull() {
 		if isTopLevel {
@@ -3223,7 +3337,7 @@ func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook6(in *jlexer.Lexer,
 		in.Consumed()
 	}
 }
-func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook6(out *jwriter.Writer, in podView) {
+func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook7(out *jwriter.Writer, in podView) {
 	out.RawByte('{')
 	first := true
 	_ = first
@@ -3242,14 +3356,14 @@ func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook6(out *jwriter.Writ
 
 // MarshalEasyJSON supports easyjson.Marshaler interface
 func (v podView) MarshalEasyJSON(w *jwriter.Writer) {
-	easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook6(w, v)
+	easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook7(w, v)
 }
 
 // UnmarshalEasyJSON supports easyjson.Unmarshaler interface
 func (v *podView) UnmarshalEasyJSON(l *jlexer.Lexer) {
-	easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook6(l, v)
+	easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook7(l, v)
 }
-func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook7(in *jlexer.Lexer, out *cronJobView) {
+func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook8(in *jlexer.Lexer, out *cronJobView) {
 	isTopLevel := in.IsStart()
 	if in.IsNull() {
 		if isTopLevel {
@@ -3277,7 +3391,7 @@ func easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook7(in *jlexer.Lexer,
 		in.Consumed()
 	}
 }
-func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook7(out *jwriter.Writer, in cronJobView) {
+func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook8(out *jwriter.Writer, in cronJobView) {
 	out.RawByte('{')
 	first := true
 	_ = first
@@ -3296,12 +3410,12 @@ func easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook7(out *jwriter.Writ
 
 // MarshalEasyJSON supports easyjson.Marshaler interface
 func (v cronJobView) MarshalEasyJSON(w *jwriter.Writer) {
-	easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook7(w, v)
+	easyjsonC0ddfb24EncodeGithubComModelgateModelgateWebhook8(w, v)
 }
 
 // UnmarshalEasyJSON supports easyjson.Unmarshaler interface
 func (v *cronJobView) UnmarshalEasyJSON(l *jlexer.Lexer) {
-	easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook7(l, v)
+	easyjsonC0ddfb24DecodeGithubComModelgateModelgateWebhook8(l, v)
 }
 func easyjsonC0ddfb24Decode2(in *jlexer.Lexer, out *struct {
 	JobTemplate struct {

@@ -135,6 +135,12 @@ func Default(c *Configuration) {
 	if c.Policy.EvaluationTimeout == nil {
 		c.Policy.EvaluationTimeout = &metav1.Duration{Duration: DefaultEvaluationTimeout}
 	}
+	if ex := &c.Policy.Exceptions; ex.MaxDuration == nil {
+		ex.MaxDuration = &metav1.Duration{Duration: DefaultExceptionMaxDuration}
+	}
+	if ex := &c.Policy.Exceptions; ex.ClockSkew == nil {
+		ex.ClockSkew = &metav1.Duration{Duration: DefaultExceptionClockSkew}
+	}
 	in := &c.Injection
 	if in.ExcludedNamespaces == nil {
 		in.ExcludedNamespaces = append([]string(nil), DefaultExcludedNamespaces...)
@@ -210,7 +216,16 @@ func Default(c *Configuration) {
 	if a.MaxResultsPerReport == 0 {
 		a.MaxResultsPerReport = DefaultAuditMaxResults
 	}
+	if a.Reports == nil {
+		a.Reports = []string{ReportsWGPolicy}
+	}
 }
+
+// The WorkloadPolicyExceptions' defaults.
+const (
+	DefaultExceptionMaxDuration = 90 * 24 * time.Hour
+	DefaultExceptionClockSkew   = time.Minute
+)
 
 // The audit's defaults.
 const (

@@ -256,6 +256,23 @@ type Policy struct {
 	// ConfigMap, or a GitOps checkout. Empty loads none. The --policy-dir
 	// flag overrides it.
 	Directory string `json:"directory,omitempty"`
+	// Exceptions bounds WorkloadPolicyExceptions.
+	Exceptions Exceptions `json:"exceptions,omitempty"`
+}
+
+// Exceptions bounds WorkloadPolicyExceptions (docs/policies.md,
+// "Exceptions").
+type Exceptions struct {
+	// MaxDuration is how far ahead an exception's expiresAt may be when
+	// it is created or its expiresAt changed. Defaults to 2160h (90
+	// days); between 1h and 8760h (a year).
+	MaxDuration *metav1.Duration `json:"maxDuration,omitempty"`
+	// ClockSkew is how far apart the clocks of modelgate's replicas, the
+	// API server and the machines running the CLI may be: an exception
+	// stops applying ClockSkew before its expiresAt by the local clock, so
+	// that no replica whose clock is behind by up to ClockSkew applies it
+	// after it expired. Defaults to 1m; between 0s and 10m.
+	ClockSkew *metav1.Duration `json:"clockSkew,omitempty"`
 }
 
 // Audit configures the periodic audit: one replica (the leader, see
@@ -275,7 +292,19 @@ type Audit struct {
 	// MaxResultsPerReport bounds the results of one PolicyReport, failures
 	// first; the summary counts all. Defaults to 500, at most 5000.
 	MaxResultsPerReport int32 `json:"maxResultsPerReport,omitempty"`
+	// Reports are the kinds of report written, one of each per namespace,
+	// with the same results: "wgpolicyk8s" (wgpolicyk8s.io/v1alpha2
+	// PolicyReport) and "openreports" (openreports.io/v1alpha1 Report).
+	// Defaults to [wgpolicyk8s]. A kind whose CRD is not installed is
+	// skipped with a log line.
+	Reports []string `json:"reports,omitempty"`
 }
+
+// The kinds of report the audit can write (Audit.Reports).
+const (
+	ReportsWGPolicy    = "wgpolicyk8s"
+	ReportsOpenReports = "openreports"
+)
 
 // Controller configures the AIInference controller, which turns each
 // AIInference into a Deployment and a Service that the mutating webhook

@@ -60,6 +60,7 @@ func (c *Configuration) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("policy", "evaluationTimeout"), d.String(),
 			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
 	}
+	errs = append(errs, validateExceptions(&c.Policy.Exceptions, field.NewPath("policy", "exceptions"))...)
 	errs = append(errs, validateBudget(c)...)
 	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
 	errs = append(errs, validateController(&c.Controller, field.NewPath("controller"))...)
@@ -114,6 +115,18 @@ func validateBindAddress(p *field.Path, addr string) field.ErrorList {
 	return nil
 }
 
+// validateExceptions checks the bounds of WorkloadPolicyExceptions.
+func validateExceptions(ex *Exceptions, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if d := ex.MaxDuration; d != nil && (d.Duration < time.Hour || d.Duration > 365*24*time.Hour) {
+		errs = append(errs, field.Invalid(p.Child("maxDuration"), d.Duration.String(), "must be between 1h and 8760h (a year)"))
+	}
+	if d := ex.ClockSkew; d != nil && (d.Duration < 0 || d.Duration > 10*time.Minute) {
+		errs = append(errs, field.Invalid(p.Child("clockSkew"), d.Duration.String(), "must be between 0s and 10m"))
+	}
+	return errs
+}
+
 // validateAudit checks the periodic audit's settings.
 func validateAudit(a *Audit, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -127,6 +140,16 @@ func validateAudit(a *Audit, p *field.Path) field.ErrorList {
 	if a.MaxResultsPerReport < 0 || a.MaxResultsPerReport > 5000 {
 		errs = append(errs, field.Invalid(p.Child("maxResultsPerReport"), a.MaxResultsPerReport,
 			"must be between 1 and 5000: a PolicyReport must stay well under etcd's object size limit"))
+	}
+	seen := map[string]bool{}
+	for i, r := range a.Reports {
+		switch {
+		case r != ReportsWGPolicy && r != ReportsOpenReports:
+			errs = append(errs, field.NotSupported(p.Child("reports").Index(i), r, []string{ReportsWGPolicy, ReportsOpenReports}))
+		case seen[r]:
+			errs = append(errs, field.Duplicate(p.Child("reports").Index(i), r))
+		}
+		seen[r] = true
 	}
 	return errs
 }

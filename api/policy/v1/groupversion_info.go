@@ -5,7 +5,9 @@ Licensed under the Apache License, Version 2.0 (the "License").
 */
 
 // Package v1 holds the policy.modelgate.io/v1 API: WorkloadPolicy, a Rego
-// policy that the admission webhook evaluates against GPU and AI workloads.
+// policy that the admission webhook evaluates against GPU and AI workloads,
+// and WorkloadPolicyException, which lets named workloads break named
+// policies until it expires.
 //
 // +kubebuilder:object:generate=true
 // +groupName=policy.modelgate.io
@@ -31,7 +33,8 @@ var (
 // addKnownTypes registers the kinds of this group version, and the meta/v1
 // types (ListOptions, DeleteOptions, ...) that clients send with them.
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &WorkloadPolicy{}, &WorkloadPolicyList{})
+	s.AddKnownTypes(GroupVersion, &WorkloadPolicy{}, &WorkloadPolicyList{},
+		&WorkloadPolicyException{}, &WorkloadPolicyExceptionList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
