@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -214,6 +215,13 @@ func policyFindings(ref Ref, r *policies.Result) []Finding {
 	for _, v := range r.Warn {
 		f := base
 		f.Rule, f.Result, f.Message = "warn", Warn, v.Msg
+		out = append(out, f)
+	}
+	for _, e := range r.Excepted {
+		f := base
+		f.Rule, f.Result, f.Message = "deny", Skip, policies.ExceptedLine(e.Exception, e.Msg)
+		f.Exception, f.Ticket = e.Exception.Ref(), e.Exception.Ticket
+		f.ExpiresAt = e.Exception.ExpiresAt.UTC().Format(time.RFC3339)
 		out = append(out, f)
 	}
 	return out

@@ -17,6 +17,9 @@ const (
 	Warn Result = "warn"
 	// Error: a policy failed to evaluate.
 	Error Result = "error"
+	// Skip: a WorkloadPolicyException in force lifted a policy's denial;
+	// the finding names the exception (Finding.Exception).
+	Skip Result = "skip"
 )
 
 // The policies of the findings that are modelgate's own rather than a
@@ -57,6 +60,9 @@ type Finding struct {
 	// Action is a WorkloadPolicy's enforcementAction (deny, warn,
 	// dryrun); empty for modelgate's own.
 	Action string
+	// Exception is the namespace/name of the WorkloadPolicyException that
+	// lifted the denial, for a Skip; Ticket and ExpiresAt are its.
+	Exception, Ticket, ExpiresAt string
 }
 
 // Outcome is the audit of one object.

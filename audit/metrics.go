@@ -22,11 +22,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		findings: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "modelgate_audit_findings",
-			Help: "Findings of the last audit pass, by result (fail, warn, error) and category (WorkloadPolicy, Injection).",
+			Help: "Findings of the last audit pass, by result (fail, warn, error, skip: excepted) and category (WorkloadPolicy, Injection).",
 		}, []string{"result", "category"}),
 		policy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "modelgate_audit_policy_workloads",
-			Help: "Workloads each policy fails, warns about, errs on or passes in the last audit pass (modelgate's own checks included).",
+			Help: "Workloads each policy fails, warns about, errs on, passes or is excepted for (skip) in the last audit pass (modelgate's own checks included).",
 		}, []string{"policy", "result"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelgate_audit_passes_total",
@@ -68,7 +68,7 @@ func (m *Metrics) passed(outcomes []Outcome, took time.Duration, end time.Time) 
 	}
 	m.audited.Set(float64(audited))
 	m.findings.Reset()
-	for _, r := range []Result{Fail, Warn, Error} {
+	for _, r := range []Result{Fail, Warn, Error, Skip} {
 		for _, c := range []string{CategoryPolicy, CategoryInjection} {
 			m.findings.WithLabelValues(string(r), c).Set(float64(counts[[2]string{string(r), c}]))
 		}
@@ -79,6 +79,7 @@ func (m *Metrics) passed(outcomes []Outcome, took time.Duration, end time.Time) 
 		m.policy.WithLabelValues(p, "warn").Set(float64(s.Warn))
 		m.policy.WithLabelValues(p, "error").Set(float64(s.Error))
 		m.policy.WithLabelValues(p, "pass").Set(float64(s.Pass))
+		m.policy.WithLabelValues(p, "skip").Set(float64(s.Skip))
 	}
 }
 

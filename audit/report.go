@@ -51,6 +51,8 @@ func (s *Summary) Add(o *Outcome) {
 			s.Warn++
 		case Error:
 			s.Error++
+		case Skip:
+			s.Skip++
 		}
 	}
 }
@@ -128,8 +130,10 @@ func rank(r Result) int {
 		return 0
 	case Error:
 		return 1
-	default:
+	case Warn:
 		return 2
+	default:
+		return 3
 	}
 }
 
@@ -172,8 +176,18 @@ func result(f Finding, now time.Time) map[string]any {
 			"uid":        string(f.Object.UID),
 		}},
 	}
+	props := map[string]any{}
 	if f.Action != "" {
-		r["properties"] = map[string]any{"enforcementAction": f.Action}
+		props["enforcementAction"] = f.Action
+	}
+	if f.Exception != "" {
+		props["exception"], props["exceptionExpiresAt"] = f.Exception, f.ExpiresAt
+		if f.Ticket != "" {
+			props["exceptionTicket"] = f.Ticket
+		}
+	}
+	if len(props) > 0 {
+		r["properties"] = props
 	}
 	return r
 }
@@ -203,6 +217,8 @@ func PolicyCounts(outcomes []Outcome) map[string]Summary {
 				s.Fail++
 			case Error:
 				s.Error++
+			case Skip:
+				s.Skip++
 			default:
 				s.Warn++
 			}

@@ -142,6 +142,7 @@ func (r *Runner) Pass(ctx context.Context) (err error) {
 		r.engine = policies.NewEngine(policies.Options{Timeout: r.Config.Policy.EvaluationTimeout.Duration})
 	}
 	r.engine.Swap(r.Engine.Set())
+	r.engine.SetExceptions(r.Engine.Exceptions())
 	r.engine.Set().Prepare(ctx)
 	a := New(r.Config, r.engine, r.Namespaces)
 	limit := rate.NewLimiter(rate.Limit(r.Config.Audit.ObjectsPerSecond), int(r.Config.Audit.ObjectsPerSecond))
@@ -221,11 +222,11 @@ func (r *Runner) writeStatuses(ctx context.Context, outcomes []Outcome, now time
 		wp := &wps.Items[i]
 		s := counts[wp.Name]
 		want := &policyv1.AuditStatus{LastAuditTime: metav1.NewTime(now.Truncate(time.Second)),
-			Fail: clamp32(s.Fail), Warn: clamp32(s.Warn), Error: clamp32(s.Error), Pass: clamp32(s.Pass)}
+			Fail: clamp32(s.Fail), Warn: clamp32(s.Warn), Error: clamp32(s.Error), Pass: clamp32(s.Pass), Skip: clamp32(s.Skip)}
 		// A merge patch of status.audit alone: the policy controller's
 		// conditions are not touched, and no resourceVersion is needed.
-		patch := fmt.Appendf(nil, `{"status":{"audit":{"lastAuditTime":%q,"fail":%d,"warn":%d,"error":%d,"pass":%d}}}`,
-			want.LastAuditTime.UTC().Format(time.RFC3339), want.Fail, want.Warn, want.Error, want.Pass)
+		patch := fmt.Appendf(nil, `{"status":{"audit":{"lastAuditTime":%q,"fail":%d,"warn":%d,"error":%d,"pass":%d,"skip":%d}}}`,
+			want.LastAuditTime.UTC().Format(time.RFC3339), want.Fail, want.Warn, want.Error, want.Pass, want.Skip)
 		if err := r.Client.Status().Patch(ctx, wp, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager)); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("writing the audit status of WorkloadPolicy %s: %w", wp.Name, err))
 		}

@@ -73,6 +73,28 @@ type Exceptions struct {
 	// clockSkew is how long before its ExpiresAt an exception stops
 	// applying by the local clock.
 	clockSkew time.Duration
+	// clock is the time reviews are judged at; time.Now when nil.
+	clock func() time.Time
+}
+
+// WithClock returns a copy of x whose Now is now: the CLI judges at a
+// time a test pins. A nil x stays nil.
+func (x *Exceptions) WithClock(now func() time.Time) *Exceptions {
+	if x == nil {
+		return nil
+	}
+	c := *x
+	c.clock = now
+	return &c
+}
+
+// Now is the time a review is judged at: the clock of WithClock, else
+// the local clock.
+func (x *Exceptions) Now() time.Time {
+	if x != nil && x.clock != nil {
+		return x.clock()
+	}
+	return time.Now()
 }
 
 // NewExceptions makes a snapshot of es. An exception stops applying

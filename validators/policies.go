@@ -3,7 +3,6 @@ package validators
 import (
 	"context"
 	"github.com/modelgate/modelgate/internal/seal"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -50,8 +49,6 @@ type Policies struct {
 	// Seal verifies the reserved metadata the object carries: only what
 	// modelgate sealed reads as the owner, team and injection record.
 	Seal *seal.Key
-	// Now is the clock exceptions expire by; time.Now when nil.
-	Now func() time.Time
 }
 
 // Check builds the workload's view, converts what the policies may read of
@@ -92,10 +89,6 @@ func (p *Policies) except(d *policies.Decision, w *Workload) {
 	if x.Len() == 0 || d.Allowed() {
 		return
 	}
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
 	s := SubjectOf(w.Kind, w.Namespace, w.Object, w.PodMeta)
-	x.Except(d, &s, now())
+	x.Except(d, &s, x.Now())
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -175,11 +176,15 @@ func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader, stderr
 	if err != nil {
 		return nil, err
 	}
-	a := audit.New(cfg, offline.NewEngine(cfg, cs), ns)
 	defaultNS := f.namespace
 	if defaultNS == "" {
 		defaultNS = offline.DefaultNamespace
 	}
+	engine := offline.NewEngine(cfg, cs)
+	if err := useExceptions(engine, cfg, cs, f.policies, docs, defaultNS); err != nil {
+		return nil, fmt.Errorf("exceptions do not load:\n%w", err)
+	}
+	a := audit.New(cfg, engine, ns)
 	var out []audit.Outcome
 	for i := range docs {
 		d := &docs[i]
@@ -308,7 +313,11 @@ func (f *auditFlags) auditCluster(ctx context.Context, stderr io.Writer) ([]audi
 	if err != nil {
 		return nil, err
 	}
-	a := audit.New(cfg, offline.NewEngine(cfg, cs), labels)
+	engine := offline.NewEngine(cfg, cs)
+	if err := f.clusterExceptions(ctx, c, engine, cfg, cs); err != nil {
+		return nil, err
+	}
+	a := audit.New(cfg, engine, labels)
 	var out []audit.Outcome
 	err = audit.List(ctx, c, f.namespace, audit.DefaultPageSize, func(raw []byte) error {
 		raw, err := trust(raw)
@@ -323,6 +332,29 @@ func (f *auditFlags) auditCluster(ctx context.Context, stderr io.Writer) ([]audi
 		return nil
 	})
 	return out, err
+}
+
+// clusterExceptions applies the cluster's WorkloadPolicyExceptions (those
+// of --policies instead, when it is given), judged at the local clock.
+func (f *auditFlags) clusterExceptions(ctx context.Context, c client.Client, e *policies.Engine, cfg *config.Configuration, cs []*policies.Compiled) error {
+	if f.policies != "" {
+		return useExceptions(e, cfg, cs, f.policies, nil, offline.DefaultNamespace)
+	}
+	var list policyv1.WorkloadPolicyExceptionList
+	if err := c.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil // an older modelgate: no exceptions
+		}
+		return fmt.Errorf("listing WorkloadPolicyExceptions: %w", err)
+	}
+	es := make([]*policies.Exception, 0, len(list.Items))
+	for i := range list.Items {
+		if ex, err := validators.ExceptionOf(&list.Items[i]); err == nil {
+			es = append(es, ex)
+		}
+	}
+	offline.UseExceptions(e, cfg, es, nil)
+	return nil
 }
 
 // useRecordKey sets cfg's record key: --record-key's, else (on a cluster,

@@ -126,7 +126,11 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("the manifests cannot be read:\n%w", err))
 	}
 	ns := offline.Namespaces{Default: labels, ByName: namespaceObjects(docs)}
-	admitter, err := offline.NewAdmitter(cfg, offline.NewEngine(cfg, cs), ns)
+	engine := offline.NewEngine(cfg, cs)
+	if err := useExceptions(engine, cfg, cs, f.policies, docs, f.namespace); err != nil {
+		return fail(fmt.Errorf("exceptions do not load:\n%w", err))
+	}
+	admitter, err := offline.NewAdmitter(cfg, engine, ns)
 	if err != nil {
 		return fail(err)
 	}
@@ -432,4 +436,23 @@ func carriesSeal(obj []byte) bool {
 		}
 	}
 	return false
+}
+
+// useExceptions applies the WorkloadPolicyExceptions of the policies path
+// and of the manifests, as the cluster applies its own: judged at the
+// local clock, each expired one applying nowhere.
+func useExceptions(e *policies.Engine, cfg *config.Configuration, cs []*policies.Compiled, policyPath string, docs []offline.Document, defaultNS string) error {
+	exists := offline.PolicyNames(cs)
+	var es []*policies.Exception
+	var errs []error
+	if policyPath != "" {
+		if fi, err := os.Stat(policyPath); err == nil && (!fi.IsDir() || !offline.IsPolicyDir(policyPath)) {
+			found, err := offline.LoadExceptions(policyPath, defaultNS, exists)
+			es, errs = append(es, found...), append(errs, err)
+		}
+	}
+	found, err := offline.ExceptionsIn(docs, defaultNS, exists)
+	es, errs = append(es, found...), append(errs, err)
+	offline.UseExceptions(e, cfg, es, nil)
+	return errors.Join(errs...)
 }

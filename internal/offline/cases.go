@@ -34,6 +34,11 @@ type CaseFile struct {
 	Policies string `json:"policies,omitempty"`
 	// Config is a Configuration file; the defaults when empty.
 	Config string `json:"config,omitempty"`
+	// Exceptions is a file, or a directory of files, of
+	// WorkloadPolicyException objects applied to the cases (in the
+	// namespace of the case when they name none), beside those found
+	// with the WorkloadPolicy objects of Policies.
+	Exceptions string `json:"exceptions,omitempty"`
 	// Defaults of every case.
 	Target `json:",inline"`
 	// Cases are run in order.
@@ -56,6 +61,9 @@ type Target struct {
 	User string `json:"user,omitempty"`
 	// Groups are the requester's groups; system:authenticated is added.
 	Groups []string `json:"groups,omitempty"`
+	// Now is the time the object is judged at, which decides whether an
+	// exception has expired (RFC 3339); the local clock when unset.
+	Now *metav1.Time `json:"now,omitempty"`
 }
 
 // Case is one object and the answer expected for it.

@@ -2,10 +2,12 @@ package offline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 
@@ -63,21 +65,23 @@ type CaseResult struct {
 
 // Runner runs case files, loading each policy path and configuration once.
 type Runner struct {
-	setups map[[2]string]*setup
+	setups map[[3]string]*setup
 }
 
-// setup is a configuration and the engine of a policy path.
+// setup is a configuration and the engine of a policy path, with the
+// exceptions of it and of an exceptions path.
 type setup struct {
-	cfg    *config.Configuration
-	engine *policies.Engine
-	err    error
+	cfg        *config.Configuration
+	engine     *policies.Engine
+	exceptions []*policies.Exception
+	err        error
 }
 
 // Run runs every case of a file. The error is for the file as a whole:
 // its policies or configuration do not load.
 func (r *Runner) Run(ctx context.Context, f *CaseFile) ([]CaseResult, error) {
 	dir := filepath.Dir(f.path)
-	s := r.setup(ctx, resolve(dir, f.Policies), resolve(dir, f.Config))
+	s := r.setup(ctx, resolve(dir, f.Policies), resolve(dir, f.Config), resolve(dir, f.Exceptions))
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -92,8 +96,8 @@ func (r *Runner) Run(ctx context.Context, f *CaseFile) ([]CaseResult, error) {
 	return out, nil
 }
 
-func (r *Runner) setup(ctx context.Context, policyPath, configPath string) *setup {
-	key := [2]string{policyPath, configPath}
+func (r *Runner) setup(ctx context.Context, policyPath, configPath, exceptionPath string) *setup {
+	key := [3]string{policyPath, configPath, exceptionPath}
 	if s, ok := r.setups[key]; ok {
 		return s
 	}
@@ -107,9 +111,10 @@ func (r *Runner) setup(ctx context.Context, policyPath, configPath string) *setu
 	}
 	if s.err == nil {
 		s.engine = NewEngine(s.cfg, cs)
+		s.exceptions, s.err = caseExceptions(policyPath, exceptionPath, PolicyNames(cs))
 	}
 	if r.setups == nil {
-		r.setups = map[[2]string]*setup{}
+		r.setups = map[[3]string]*setup{}
 	}
 	r.setups[key] = s
 	return s
@@ -141,11 +146,50 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 			return Outcome{}, err
 		}
 	}
+	var now func() time.Time
+	if t.Now != nil {
+		at := t.Now.Time
+		now = func() time.Time { return at }
+	}
+	es := make([]*policies.Exception, 0, len(s.exceptions))
+	for _, e := range s.exceptions {
+		if e.Namespace == "" {
+			e2 := *e
+			e2.Namespace = ns
+			e = &e2
+		}
+		es = append(es, e)
+	}
+	UseExceptions(s.engine, s.cfg, es, now)
 	a, err := NewAdmitter(s.cfg, s.engine, Namespaces{Default: t.NamespaceLabels})
 	if err != nil {
 		return Outcome{}, err
 	}
 	return a.Admit(ctx, Request{Object: obj, OldObject: old, Namespace: ns, User: UserInfo(t.User, t.Groups)})
+}
+
+// caseExceptions are the exceptions of a case file: those among the
+// WorkloadPolicy objects of policyPath (not a policy directory's settings
+// files) and those of exceptionPath, with no namespace when they name
+// none (each case gives its own).
+func caseExceptions(policyPath, exceptionPath string, exists func(string) bool) ([]*policies.Exception, error) {
+	var out []*policies.Exception
+	var errs []error
+	for _, p := range []string{policyPath, exceptionPath} {
+		if p == "" || (p == policyPath && IsPolicyDir(p)) {
+			continue
+		}
+		es, err := LoadExceptions(p, "", exists)
+		out, errs = append(out, es...), append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
+
+// IsPolicyDir reports whether path is a directory of .rego policies,
+// whose .yaml files are policy settings.
+func IsPolicyDir(path string) bool {
+	m, _ := filepath.Glob(filepath.Join(path, "*.rego"))
+	return len(m) > 0
 }
 
 // with returns t with the settings o sets replacing its own, and the
@@ -162,6 +206,9 @@ func (t Target) with(o Target) Target {
 	}
 	if o.Groups != nil {
 		t.Groups = o.Groups
+	}
+	if o.Now != nil {
+		t.Now = o.Now
 	}
 	if t.Namespace == "" {
 		t.Namespace = DefaultNamespace

@@ -185,6 +185,10 @@ type AuditStatus struct {
 	Error int32 `json:"error"`
 	// pass is how many it applied to and had nothing to say about.
 	Pass int32 `json:"pass"`
+	// skip is how many it denies but a WorkloadPolicyException in force
+	// allows.
+	// +optional
+	Skip int32 `json:"skip,omitempty"`
 }
 
 // PolicyError is one problem in a policy's Rego module.
