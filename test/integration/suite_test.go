@@ -15,6 +15,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +67,8 @@ var _ = BeforeSuite(func() {
 	wio := testEnv.WebhookInstallOptions
 	cfg := env.Configuration(testEnv)
 	cfg.Injection.Profiles = testProfiles
+	// Exceptions expire within a spec: 1s of clock skew allowed.
+	cfg.Policy.Exceptions.ClockSkew = &metav1.Duration{Duration: time.Second}
 	metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort())
 	cfg.Metrics.BindAddress = metricsAddr
 	Expect(*cfg.Metrics.Secure).To(BeTrue())
