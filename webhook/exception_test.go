@@ -1,0 +1,86 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// A denial an exception in force covers is allowed with a warning naming
+// it, counted as excepted; a Deployment's Pod is covered by an exception
+// for the Deployment (through its ReplicaSet's owner reference, which the
+// view decodes); once expired, or for another workload, it denies again.
+func TestValidatingException(t *testing.T) {
+	const maxGPUs = "package t\n\ndeny contains sprintf(\"%d GPUs, more than 4\", [input.workload.gpu.count]) if input.workload.gpu.count > 4\n"
+	h := validating(t, policies.Policy{Name: "max-gpus", Module: maxGPUs})
+	expires := time.Now().Add(time.Hour).Truncate(time.Second)
+	ex := &policies.Exception{Namespace: nsPlain, Name: "bench", Policies: []string{"max-gpus"},
+		Kinds: []string{"Deployment"}, Names: []string{"gpu8"}, ExpiresAt: expires, Ticket: "OPS-123"}
+	h.checker.Engine.SetExceptions(policies.NewExceptions(time.Minute, ex))
+
+	pod := func(owner string) *corev1.Pod {
+		p := object("Pod", nsPlain, builders.Options{}).(*corev1.Pod)
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+		p.Labels = map[string]string{"pod-template-hash": "5d8f7c"}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: owner + "-5d8f7c", UID: "u", Controller: ptr.To(true)}}
+		return p
+	}
+	resp := h.Handle(context.Background(), create(t, pod("gpu8"), alice))
+	if !resp.Allowed {
+		t.Fatalf("the Deployment gpu8's Pod: denied (%v), want allowed by the exception", resp.Result.Message)
+	}
+	want := []string{"[max-gpus] allowed by exception " + nsPlain + "/bench (ticket OPS-123) until " + expires.UTC().Format(time.RFC3339) + ": 8 GPUs, more than 4"}
+	if diff := cmp.Diff(want, resp.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
+	}
+	if got := testutil.ToFloat64(h.metrics.reviews.WithLabelValues("Pod", "CREATE", outcomeExcepted)); got != 1 {
+		t.Errorf("reviews{outcome=excepted} = %v, want 1", got)
+	}
+
+	if resp := h.Handle(context.Background(), create(t, pod("gpu4"), alice)); resp.Allowed {
+		t.Error("the Deployment gpu4's Pod: allowed, want denied (the exception names gpu8)")
+	}
+
+	// Within the clock skew of expiring: no longer applies.
+	h.checker.Engine.SetExceptions(policies.NewExceptions(time.Minute, ex).WithClock(func() time.Time { return expires.Add(-59 * time.Second) }))
+	if resp := h.Handle(context.Background(), create(t, pod("gpu8"), alice)); resp.Allowed || !strings.Contains(resp.Result.Message, "[max-gpus] 8 GPUs, more than 4") {
+		t.Errorf("59s before expiresAt with 1m of skew allowed: %v, want denied", resp.Allowed)
+	}
+}
+
+// The exception metrics are computed at each scrape: an exception leaves
+// them the moment it expires.
+func TestExceptionCollector(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	e := policies.NewEngine(policies.Options{})
+	e.SetExceptions(policies.NewExceptions(0,
+		&policies.Exception{Namespace: "team-a", Name: "bench", ExpiresAt: now.Add(time.Hour), Ticket: "OPS-1"},
+		&policies.Exception{Namespace: "team-a", Name: "old", ExpiresAt: now},
+		&policies.Exception{Namespace: "team-b", Name: "train", ExpiresAt: now.Add(2 * time.Hour)},
+	))
+	c := &exceptionCollector{engine: e, now: func() time.Time { return now }}
+	want := `
+# HELP modelgate_policy_exception_expiry_timestamp_seconds When each WorkloadPolicyException in force expires (its spec.expiresAt), as seconds since the epoch.
+# TYPE modelgate_policy_exception_expiry_timestamp_seconds gauge
+modelgate_policy_exception_expiry_timestamp_seconds{name="bench",namespace="team-a",ticket="OPS-1"} 1.7958708e+09
+modelgate_policy_exception_expiry_timestamp_seconds{name="train",namespace="team-b",ticket=""} 1.7958744e+09
+# HELP modelgate_policy_exceptions_in_force WorkloadPolicyExceptions in force now (not expired), by namespace.
+# TYPE modelgate_policy_exceptions_in_force gauge
+modelgate_policy_exceptions_in_force{namespace="team-a"} 1
+modelgate_policy_exceptions_in_force{namespace="team-b"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
