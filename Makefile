@@ -157,6 +157,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/prometheus >/dev/null || { echo "config/prometheus does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/policyreport >/dev/null || { echo "config/policyreport does not render"; exit 1; }
+	@$(KUSTOMIZE) build config/openreports >/dev/null || { echo "config/openreports does not render"; exit 1; }
 
 ##@ Test
 

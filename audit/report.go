@@ -9,11 +9,24 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // PolicyReportGVK is the Kubernetes Policy Working Group's PolicyReport,
 // which Kyverno writes and Policy Reporter shows.
 var PolicyReportGVK = schema.GroupVersionKind{Group: "wgpolicyk8s.io", Version: "v1alpha2", Kind: "PolicyReport"}
+
+// OpenReportGVK is OpenReports' Report, PolicyReport's successor (the same
+// results, and a report-level source).
+var OpenReportGVK = schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "Report"}
+
+// ReportKinds are the report kinds of the Configuration's audit.reports,
+// by name.
+var ReportKinds = map[string]schema.GroupVersionKind{
+	config.ReportsWGPolicy:    PolicyReportGVK,
+	config.ReportsOpenReports: OpenReportGVK,
+}
 
 const (
 	// ReportName is the name of modelgate's PolicyReport in each namespace.
@@ -57,12 +70,13 @@ func (s *Summary) Add(o *Outcome) {
 	}
 }
 
-// Reports are the PolicyReports of the outcomes, one per namespace that
-// has an audited workload, named ReportName. Each holds at most
+// Reports are the reports of the outcomes, of kind gvk (PolicyReportGVK or
+// OpenReportGVK), one per namespace that has an audited workload, named
+// ReportName. Each holds at most
 // maxResults results, failures and errors first, then by object and
 // policy; the summary counts all of them, and TruncatedAnnotation says how
 // many were left out.
-func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unstructured.Unstructured {
+func Reports(gvk schema.GroupVersionKind, outcomes []Outcome, now time.Time, maxResults int) map[string]*unstructured.Unstructured {
 	if maxResults <= 0 {
 		maxResults = DefaultMaxResults
 	}
@@ -95,7 +109,7 @@ func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unst
 		for _, f := range findings {
 			results = append(results, result(f, now))
 		}
-		r := report(ns, sum, results)
+		r := report(gvk, ns, sum, results)
 		if left > 0 {
 			r.SetAnnotations(map[string]string{TruncatedAnnotation: strconv.Itoa(left)})
 		}
@@ -104,8 +118,8 @@ func Reports(outcomes []Outcome, now time.Time, maxResults int) map[string]*unst
 	return out
 }
 
-// report is the PolicyReport of a namespace.
-func report(ns string, sum Summary, results []any) *unstructured.Unstructured {
+// report is the report of a namespace.
+func report(gvk schema.GroupVersionKind, ns string, sum Summary, results []any) *unstructured.Unstructured {
 	r := &unstructured.Unstructured{Object: map[string]any{
 		"summary": map[string]any{
 			"pass": int64(sum.Pass), "fail": int64(sum.Fail), "warn": int64(sum.Warn),
@@ -113,7 +127,10 @@ func report(ns string, sum Summary, results []any) *unstructured.Unstructured {
 		},
 		"results": results,
 	}}
-	r.SetGroupVersionKind(PolicyReportGVK)
+	if gvk == OpenReportGVK {
+		r.Object["source"] = Source
+	}
+	r.SetGroupVersionKind(gvk)
 	r.SetNamespace(ns)
 	r.SetName(ReportName)
 	r.SetLabels(map[string]string{ManagedByLabel: ManagedBy})
@@ -121,7 +138,9 @@ func report(ns string, sum Summary, results []any) *unstructured.Unstructured {
 }
 
 // emptyReport is the report of a namespace with no audited workloads.
-func emptyReport(ns string) *unstructured.Unstructured { return report(ns, Summary{}, []any{}) }
+func emptyReport(gvk schema.GroupVersionKind, ns string) *unstructured.Unstructured {
+	return report(gvk, ns, Summary{}, []any{})
+}
 
 // rank orders results by seriousness.
 func rank(r Result) int {

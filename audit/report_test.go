@@ -32,7 +32,7 @@ func TestReports(t *testing.T) {
 		outcome("b", "w3", []string{"p1", "p2"}),
 		{Object: Ref{Namespace: "c"}, Skipped: "not a workload"},
 	}
-	reports := Reports(outs, now, 3)
+	reports := Reports(PolicyReportGVK, outs, now, 3)
 	if len(reports) != 2 || reports["a"] == nil || reports["b"] == nil {
 		t.Fatalf("reports for %v, want a and b", keys(reports))
 	}
@@ -66,13 +66,43 @@ func TestReports(t *testing.T) {
 	}
 }
 
+// An OpenReports Report carries the same summary and results as the
+// PolicyReport, with the source at the report's level too; an excepted
+// denial is a skip naming the exception.
+func TestReportsOpenReports(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	outs := []Outcome{outcome("a", "w1", []string{"p2"},
+		Finding{Policy: "p1", Rule: "deny", Result: Fail, Category: CategoryPolicy, Action: "deny", Message: "f"},
+		Finding{Policy: "p3", Rule: "deny", Result: Skip, Category: CategoryPolicy, Action: "deny", Message: "allowed by exception a/x",
+			Exception: "a/x", Ticket: "OPS-1", ExpiresAt: "2026-12-04T18:00:00Z"})}
+	wg := Reports(PolicyReportGVK, outs, now, 10)["a"]
+	or := Reports(OpenReportGVK, outs, now, 10)["a"]
+	if or.GroupVersionKind() != OpenReportGVK || or.Object["source"] != Source || or.GetName() != ReportName {
+		t.Fatalf("OpenReports report %s %s source %v", or.GroupVersionKind(), or.GetName(), or.Object["source"])
+	}
+	for _, k := range []string{"summary", "results"} {
+		if diff := cmp.Diff(wg.Object[k], or.Object[k]); diff != "" {
+			t.Errorf("%s differs between the kinds (-wgpolicyk8s +openreports):\n%s", k, diff)
+		}
+	}
+	if got := or.Object["summary"].(map[string]any)["skip"]; got != int64(1) {
+		t.Errorf("summary.skip = %v, want 1", got)
+	}
+	results, _, _ := unstructured.NestedSlice(or.Object, "results")
+	skip := results[1].(map[string]any)
+	want := map[string]any{"enforcementAction": "deny", "exception": "a/x", "exceptionTicket": "OPS-1", "exceptionExpiresAt": "2026-12-04T18:00:00Z"}
+	if skip["result"] != "skip" || !cmp.Equal(skip["properties"], want) {
+		t.Errorf("the excepted result: %v, want skip with properties %v", skip, want)
+	}
+}
+
 func TestPolicyCounts(t *testing.T) {
 	outs := []Outcome{
 		outcome("a", "w1", []string{"p2"},
 			Finding{Policy: "p1", Result: Warn}, Finding{Policy: "p1", Result: Fail}), // counted once, as its worst
-		outcome("a", "w2", []string{"p1"}, Finding{Policy: "p2", Result: Error}),
+		outcome("a", "w2", []string{"p1"}, Finding{Policy: "p2", Result: Error}, Finding{Policy: "p3", Result: Skip}),
 	}
-	want := map[string]Summary{"p1": {Fail: 1, Pass: 1}, "p2": {Pass: 1, Error: 1}}
+	want := map[string]Summary{"p1": {Fail: 1, Pass: 1}, "p2": {Pass: 1, Error: 1}, "p3": {Skip: 1}}
 	if diff := cmp.Diff(want, PolicyCounts(outs)); diff != "" {
 		t.Errorf("PolicyCounts (-want +got):\n%s", diff)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -32,6 +33,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=list
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=list
 // +kubebuilder:rbac:groups=wgpolicyk8s.io,resources=policyreports,verbs=list;create;patch
+// +kubebuilder:rbac:groups=openreports.io,resources=reports,verbs=list;create;patch
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies/status,verbs=patch
 
 // FieldManager owns what the audit writes: the PolicyReports and
@@ -177,33 +179,44 @@ func (r *Runner) Pass(ctx context.Context) (err error) {
 	return nil
 }
 
-// writeReports applies a PolicyReport per namespace with audited
+// writeReports writes the reports of each kind of audit.reports (one
+// report per namespace of each kind, with the same results).
+func (r *Runner) writeReports(ctx context.Context, outcomes []Outcome, now time.Time) error {
+	var errs []error
+	for _, name := range r.Config.Audit.Reports {
+		if gvk, ok := ReportKinds[name]; ok {
+			errs = append(errs, r.writeReportsOf(ctx, gvk, outcomes, now))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeReportsOf applies a report of kind gvk per namespace with audited
 // workloads, and an empty one over modelgate's reports in the other
 // namespaces (modelgate may not delete: a deleted namespace takes its
-// report with it). It does nothing when the PolicyReport CRD is not
-// installed.
-func (r *Runner) writeReports(ctx context.Context, outcomes []Outcome, now time.Time) error {
+// report with it). It does nothing when the kind's CRD is not installed.
+func (r *Runner) writeReportsOf(ctx context.Context, gvk schema.GroupVersionKind, outcomes []Outcome, now time.Time) error {
 	existing := &unstructured.UnstructuredList{}
-	existing.SetGroupVersionKind(PolicyReportGVK.GroupVersion().WithKind("PolicyReportList"))
+	existing.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := r.Client.List(ctx, existing, client.MatchingLabels{ManagedByLabel: ManagedBy}); err != nil {
 		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-			logr.FromContextOrDiscard(ctx).V(1).Info("the PolicyReport CRD (wgpolicyk8s.io/v1alpha2) is not installed: no reports written")
+			logr.FromContextOrDiscard(ctx).V(1).Info("the report CRD is not installed: no reports written", "kind", gvk.String())
 			return nil
 		}
-		return fmt.Errorf("listing PolicyReports: %w", err)
+		return fmt.Errorf("listing %s: %w", gvk.Kind, err)
 	}
-	reports := Reports(outcomes, now, int(r.Config.Audit.MaxResultsPerReport))
+	reports := Reports(gvk, outcomes, now, int(r.Config.Audit.MaxResultsPerReport))
 	for i := range existing.Items {
 		old := &existing.Items[i]
 		if _, current := reports[old.GetNamespace()]; current || old.GetName() != ReportName {
 			continue
 		}
-		reports[old.GetNamespace()] = emptyReport(old.GetNamespace())
+		reports[old.GetNamespace()] = emptyReport(gvk, old.GetNamespace())
 	}
 	for _, rep := range reports {
 		//nolint:staticcheck // client.Apply on unstructured objects is the plain way to apply them.
 		if err := r.Client.Patch(ctx, rep, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("writing PolicyReport %s/%s: %w", rep.GetNamespace(), rep.GetName(), err)
+			return fmt.Errorf("writing %s %s/%s: %w", gvk.Kind, rep.GetNamespace(), rep.GetName(), err)
 		}
 	}
 	return nil

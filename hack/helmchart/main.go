@@ -13,7 +13,8 @@
 //     (modelgate injects it);
 //   - objects of one install only, under that certificates.mode;
 //   - the NetworkPolicy, config/prometheus's objects, the policy
-//     library's WorkloadPolicies and config/policyreport's CRD, each under
+//     library's WorkloadPolicies, config/policyreport's and config/openreports'
+//     CRDs, each under
 //     its value.
 //
 // The namespace modelgate-system becomes the release's namespace wherever
@@ -97,6 +98,10 @@ func run(root string) error {
 	if err != nil {
 		return err
 	}
+	openReports, err := render("config/openreports")
+	if err != nil {
+		return err
+	}
 
 	selfByKey := map[string]*unstructured.Unstructured{}
 	for _, u := range self {
@@ -151,6 +156,7 @@ func run(root string) error {
 		{"dashboard.yaml", ".Values.metrics.dashboard.enabled", dashboard},
 		{"policy-library.yaml", ".Values.policyLibrary.enabled", library},
 		{"policyreport-crd.yaml", ".Values.policyReports.installCRD", policyReports},
+		{"openreports-crd.yaml", ".Values.openReports.installCRD", openReports},
 	}
 	out := filepath.Join(root, "charts/modelgate/templates/generated")
 	if err := os.RemoveAll(out); err != nil {

@@ -116,13 +116,16 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The PolicyReport CRD, so that the audit's reports can be read with
-	// kubectl get policyreports -A, as in a cluster with Kyverno.
-	reports, err := env.CRDs(filepath.Join(o.Root, "config", "policyreport"))
-	if err != nil {
-		return nil, err
+	// The PolicyReport and OpenReports CRDs, so that the audit's reports
+	// can be read with kubectl get policyreports,reports -A, as in a
+	// cluster with Kyverno.
+	for _, dir := range []string{"policyreport", "openreports"} {
+		reports, err := env.CRDs(filepath.Join(o.Root, "config", dir))
+		if err != nil {
+			return nil, err
+		}
+		te.CRDs = append(te.CRDs, reports...)
 	}
-	te.CRDs = append(te.CRDs, reports...)
 	var node *RealNode
 	skipped := ""
 	if o.RealNode.Mode != RealNodeOff {

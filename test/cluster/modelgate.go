@@ -44,6 +44,9 @@ func writeConfiguration(te *envtest.Environment, healthAddr, metricsAddr, path s
 	insecure := false
 	c.Metrics.Secure = &insecure
 	c.Health.BindAddress = healthAddr
+	// Both report kinds, whose CRDs the cluster installs: the audit's
+	// results can be read as PolicyReports and as OpenReports Reports.
+	c.Audit.Reports = []string{config.ReportsWGPolicy, config.ReportsOpenReports}
 	if edit != nil {
 		edit(c)
 	}

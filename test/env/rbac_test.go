@@ -25,7 +25,9 @@ func TestLeastPrivilege(t *testing.T) {
 	rules := func(dir string) []rbacv1.PolicyRule {
 		var out []rbacv1.PolicyRule
 		for _, cr := range ofType[*rbacv1.ClusterRole](decoded(t, dir)) {
-			out = append(out, cr.Rules...)
+			if !peopleRoles[cr.Name] {
+				out = append(out, cr.Rules...)
+			}
 		}
 		for _, r := range ofType[*rbacv1.Role](decoded(t, dir)) {
 			if r.Namespace != Namespace {
@@ -51,6 +53,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	checkMetricsRBAC(t, decoded(t, defaultInstall))
 	checkControllerRBAC(t, decoded(t, defaultInstall))
+	checkExceptionRoles(t, decoded(t, defaultInstall))
 	extra := 0
 	for _, r := range rules(filepath.Join(selfManagedInstall, "rbac")) {
 		extra++
@@ -65,6 +68,50 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if extra == 0 {
 		t.Errorf("%s/rbac grants nothing: self mode could not keep its Secret", selfManagedInstall)
+	}
+}
+
+// peopleRoles are the ClusterRoles the installs ship for people to be
+// bound to, not modelgate's own.
+var peopleRoles = map[string]bool{"modelgate-exception-author": true, "modelgate-exception-viewer": true}
+
+// checkExceptionRoles checks the roles of WorkloadPolicyExceptions
+// (docs/policies.md, "Exceptions"): writing one is a permission of its own,
+// never aggregated into edit or admin and bound to nobody by the install;
+// reading them is part of view.
+func checkExceptionRoles(t *testing.T, objs []client.Object) {
+	t.Helper()
+	found := 0
+	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		if !peopleRoles[cr.Name] {
+			continue
+		}
+		found++
+		for k, v := range cr.Labels {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") && v == "true" &&
+				(cr.Name == "modelgate-exception-author" || k != "rbac.authorization.k8s.io/aggregate-to-view") {
+				t.Errorf("ClusterRole %s is aggregated by %s: exceptions would come with a built-in role", cr.Name, k)
+			}
+		}
+		for _, r := range cr.Rules {
+			writes := slices.ContainsFunc(r.Verbs, isWrite)
+			switch {
+			case slices.Contains(r.Resources, "workloadpolicies") && writes:
+				t.Errorf("ClusterRole %s grants %v on workloadpolicies: an exception author must not change the policies", cr.Name, r.Verbs)
+			case cr.Name == "modelgate-exception-viewer" && writes:
+				t.Errorf("ClusterRole %s grants %v: read alone", cr.Name, r.Verbs)
+			case slices.ContainsFunc(r.Resources, func(res string) bool { return res != "workloadpolicies" && res != "workloadpolicyexceptions" }):
+				t.Errorf("ClusterRole %s grants %v on %v: exceptions and policies alone", cr.Name, r.Verbs, r.Resources)
+			}
+		}
+	}
+	if found != len(peopleRoles) {
+		t.Errorf("the install ships %d of the exception roles %v", found, peopleRoles)
+	}
+	for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
+		if peopleRoles[b.RoleRef.Name] {
+			t.Errorf("ClusterRoleBinding %s binds %s: the operator binds it, per namespace", b.Name, b.RoleRef.Name)
+		}
 	}
 }
 
@@ -159,6 +206,9 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, cr := range ofType[*rbacv1.ClusterRole](objs) {
+		if peopleRoles[cr.Name] {
+			continue
+		}
 		for _, r := range cr.Rules {
 			for _, res := range r.Resources {
 				seen[res] = true
@@ -173,7 +223,7 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 					t.Errorf("ClusterRole %s grants %v on aiinferences/finalizers: update alone", cr.Name, r.Verbs)
 				case res == "events" && !subset(r.Verbs, "create", "patch"):
 					t.Errorf("ClusterRole %s grants %v on events: create and patch alone", cr.Name, r.Verbs)
-				case res == "policyreports" && !subset(r.Verbs, "list", "create", "patch"):
+				case (res == "policyreports" || res == "reports") && !subset(r.Verbs, "list", "create", "patch"):
 					t.Errorf("ClusterRole %s grants %v on policyreports: the audit lists, creates and applies its own alone", cr.Name, r.Verbs)
 				case res == "leases":
 					t.Errorf("ClusterRole %s grants %v on leases in every namespace: only modelgate's Lease, through a Role", cr.Name, r.Verbs)
