@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +79,8 @@ func (r *Runner) NeedLeaderElection() bool { return true }
 // loaded the policies: a pass with none would clear the reports the last
 // leader wrote), then one every Interval, until ctx ends; and one
 // AfterChange after the policies in force change (a WorkloadPolicy
-// created, edited or deleted), but never two within AfterChange of each
-// other. A failed pass is logged and counted; the next one runs on time.
+// created, edited or deleted; a WorkloadPolicyException created, edited,
+// deleted or expired), but never two within AfterChange of each other. A failed pass is logged and counted; the next one runs on time.
 func (r *Runner) Start(ctx context.Context) error {
 	log := logr.FromContextOrDiscard(ctx).WithName("audit")
 	ctx = logr.NewContext(ctx, log)
@@ -97,7 +98,8 @@ func (r *Runner) Start(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		start := r.now()
-		judged := r.Engine.Set()
+		judged, excepted := r.Engine.Set(), r.Engine.Exceptions()
+		inForce := exceptionsInForce(excepted, start)
 		if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 			log.Error(err, "audit pass failed")
 		}
@@ -110,7 +112,9 @@ func (r *Runner) Start(ctx context.Context) error {
 				return nil
 			case <-tick.C:
 				now := r.now()
-				if r.Engine.Set() != judged && changedAt.IsZero() {
+				changed := r.Engine.Set() != judged || r.Engine.Exceptions() != excepted ||
+					exceptionsInForce(excepted, now) != inForce
+				if changed && changedAt.IsZero() {
 					changedAt = now
 				}
 				if !now.Before(next) || (!changedAt.IsZero() && now.Sub(changedAt) >= settle && now.Sub(start) >= settle) {
@@ -130,6 +134,19 @@ func (r *Runner) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
+}
+
+// exceptionsInForce names the exceptions of x in force at now: when one
+// expires, what the audit reports changes.
+func exceptionsInForce(x *policies.Exceptions, now time.Time) string {
+	var b strings.Builder
+	for _, e := range x.All() {
+		if x.InForce(e, now) {
+			b.WriteString(e.Ref())
+			b.WriteByte(0)
+		}
+	}
+	return b.String()
 }
 
 // Pass audits every workload once and writes the results.

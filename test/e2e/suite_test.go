@@ -29,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 var modelgateBinary = flag.String("modelgate", "", "the modelgate binary to run (default: <repo>/bin/modelgate, built by `make build`)")
@@ -87,6 +88,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 	gpuCluster, err = cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: dir, Modelgate: binary, User: developerName, MetricsAddr: metricsAddr, RealNode: realNode,
+		// Exceptions that expire within a spec: 5s of clock skew allowed
+		// (1m by default).
+		Configure: func(c *config.Configuration) {
+			c.Policy.Exceptions.ClockSkew = &metav1.Duration{Duration: exceptionClockSkew}
+		},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	AddReportEntry("cluster start", time.Since(started).Round(time.Millisecond).String())
