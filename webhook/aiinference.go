@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,12 +73,12 @@ func NewAIInferenceValidator(cfg *config.Configuration, engine *policies.Engine,
 
 // ValidateCreate implements admission.Validator.
 func (v *AIInferenceValidator) ValidateCreate(ctx context.Context, obj *servingv1.AIInference) (admission.Warnings, error) {
-	return v.validate(ctx, obj)
+	return v.validate(ctx, nil, obj)
 }
 
 // ValidateUpdate implements admission.Validator.
-func (v *AIInferenceValidator) ValidateUpdate(ctx context.Context, _, obj *servingv1.AIInference) (admission.Warnings, error) {
-	return v.validate(ctx, obj)
+func (v *AIInferenceValidator) ValidateUpdate(ctx context.Context, old, obj *servingv1.AIInference) (admission.Warnings, error) {
+	return v.validate(ctx, old, obj)
 }
 
 // ValidateDelete implements admission.Validator; deletes are not judged.
@@ -87,7 +88,7 @@ func (v *AIInferenceValidator) ValidateDelete(context.Context, *servingv1.AIInfe
 
 var aiinferenceGK = schema.GroupKind{Group: servingv1.GroupVersion.Group, Kind: validators.AIInferenceKind}
 
-func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIInference) (admission.Warnings, error) {
+func (v *AIInferenceValidator) validate(ctx context.Context, old, obj *servingv1.AIInference) (admission.Warnings, error) {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the admission request: %w", err)
@@ -111,6 +112,11 @@ func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIIn
 		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
 		return nil, nil
 	}
+	if old != nil && obj.DeletionTimestamp != nil {
+		// Policies must not block cleanup (finalizers removed).
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
+		return nil, nil
+	}
 	w := validators.AIInferenceWorkload(obj, settings, v.GPUResource, validators.AIInferenceRequest{
 		Operation:       op,
 		NamespaceLabels: nsLabels,
@@ -118,11 +124,42 @@ func (v *AIInferenceValidator) validate(ctx context.Context, obj *servingv1.AIIn
 		Raw:             req.Object.Raw,
 		OldRaw:          req.OldObject.Raw,
 	})
+	deadline := time.Now().Add(v.Policies.Engine.Timeout())
+	set := v.Policies.Engine.Set()
+	w.Set = set
 	decision := v.Policies.Check(ctx, w)
+	if old != nil && decision.Ratchetable() {
+		v.ratchet(ctx, deadline, req, old, nsLabels, set, &decision)
+	}
+	if old != nil && !decision.Allowed() && ownershipOnlyUpdate(req) {
+		v.Metrics.review(validators.AIInferenceKind, op, outcomeSkipped)
+		return nil, nil
+	}
 	logDecision(ctx, req, decision)
 	warnings, outcome, err := policyVerdict(decision)
 	v.Metrics.review(validators.AIInferenceKind, op, outcome)
 	return warnings, err
+}
+
+// ratchet lifts the denials of an AIInference UPDATE that the old object
+// had too, as Validating.ratchet does for workloads: the old object is
+// judged by the policies that denied, within what is left of the review's
+// budget. An old object that is not valid lifts nothing.
+func (v *AIInferenceValidator) ratchet(ctx context.Context, deadline time.Time, req admission.Request, old *servingv1.AIInference, nsLabels map[string]string, set *policies.Set, d *policies.Decision) {
+	settings, errs := validators.ValidateAIInference(old, v.GPUResource)
+	if len(errs) > 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	w := validators.AIInferenceWorkload(old, settings, v.GPUResource, validators.AIInferenceRequest{
+		Operation:       string(req.Operation),
+		NamespaceLabels: nsLabels,
+		UserInfo:        req.UserInfo,
+		Raw:             req.OldObject.Raw,
+	})
+	w.Set = d.RatchetSet(set)
+	d.Ratchet(v.Policies.Check(ctx, w), old.Name)
 }
 
 // policyVerdict is policyResponse for a typed validator: the warnings, a

@@ -265,6 +265,37 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		Expect(c.Create(ctx, obj, client.DryRunAll)).To(Succeed())
 	})
 
+	It("ratchets AIInference updates: a label on one a tighter policy denies passes with a warning, more GPUs do not", func() {
+		obj := &servingv1beta1.AIInference{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admitted-before"},
+			Spec: servingv1beta1.AIInferenceSpec{
+				Model: servingv1beta1.ModelSpec{URI: "s3://acme-ml-models/llama"},
+				GPU:   &servingv1beta1.GPUSpec{Count: 4},
+			},
+		}
+		Expect(c.Create(ctx, obj)).To(Succeed())
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "aiinference-gpu-ratchet"}}
+		wp.Spec.Rego = gpuLimit
+		wp.Spec.Match.Namespaces = []string{ns}
+		wp.Spec.Match.Kinds = []string{"AIInference"}
+		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 2}`)}
+		applyPolicy(ctx, c, wp)
+		Eventually(func() error {
+			return c.Create(ctx, &servingv1beta1.AIInference{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-four"}, Spec: obj.Spec}, client.DryRunAll)
+		}).Should(MatchError(ContainSubstring("[aiinference-gpu-ratchet] asks for 4 GPUs, at most 2")))
+
+		warn.Take()
+		cur := &servingv1beta1.AIInference{}
+		Expect(c.Get(ctx, key(obj.Name), cur)).To(Succeed())
+		cur.Labels = map[string]string{"touched": "yes"}
+		Expect(c.Update(ctx, cur)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement("[aiinference-gpu-ratchet] existing violation, not introduced by this update: asks for 4 GPUs, at most 2"))
+
+		Expect(c.Get(ctx, key(obj.Name), cur)).To(Succeed())
+		cur.Spec.GPU.Count = 8
+		Expect(c.Update(ctx, cur)).To(MatchError(ContainSubstring("[aiinference-gpu-ratchet] asks for 8 GPUs, at most 2")))
+	})
+
 	It("migrates stored objects and prunes v1alpha1 from status.storedVersions", func() {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(c.Get(ctx, client.ObjectKey{Name: aiinferenceCRD}, crd)).To(Succeed())
