@@ -223,6 +223,7 @@ type PolicyError struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Failing",type=integer,JSONPath=`.status.audit.fail`,description="Workloads the last audit found this policy denies"
+// +kubebuilder:printcolumn:name="Excepted",type=integer,JSONPath=`.status.audit.skip`,description="Workloads the last audit found this policy denies but a WorkloadPolicyException allows",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadPolicy struct {
 	metav1.TypeMeta `json:",inline"`
