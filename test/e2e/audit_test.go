@@ -29,6 +29,22 @@ deny contains sprintf("Deployment %s may not serve here", [input.workload.name])
 }
 `
 
+// auditCLI runs the modelgate binary's audit of the namespace on the
+// cluster, as its developer, with modelgate's Configuration.
+func auditCLI(ctx context.Context, ns string) (stdout, stderr string, code int) {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, modelgatePath, "audit", "--kubeconfig", gpuCluster.Kubeconfig,
+		"--config", gpuCluster.Configuration, "--namespace", ns)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		Fail(fmt.Sprintf("modelgate audit: %v\n%s", err, errOut.String()))
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
 var _ = Describe("audit", func() {
 	It("reports a running workload that a policy written after it denies, within seconds of the change, and forgets it when the policy goes", func(ctx SpecContext) {
 		s := runtime.NewScheme()
@@ -76,16 +92,10 @@ var _ = Describe("audit", func() {
 		// modelgate audit, the binary, on the cluster says the same: it
 		// reads the cluster's policies and record key as its developer,
 		// with modelgate's Configuration.
-		cmd := exec.CommandContext(ctx, modelgatePath, "audit", "--kubeconfig", gpuCluster.Kubeconfig,
-			"--config", gpuCluster.Configuration, "--namespace", ns)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err = cmd.Run()
-		var exit *exec.ExitError
-		Expect(errors.As(err, &exit)).To(BeTrue(), "modelgate audit: %v\n%s", err, stderr.String())
-		Expect(exit.ExitCode()).To(Equal(1), stderr.String())
-		Expect(stderr.String()).To(BeEmpty(), "the record key is read and verifies the injection")
-		Expect(stdout.String()).To(Equal(fmt.Sprintf("FAIL  Deployment %s/llm [%s] Deployment llm may not serve here\n"+
+		stdout, stderr, code := auditCLI(ctx, ns)
+		Expect(code).To(Equal(1), stderr)
+		Expect(stderr).To(BeEmpty(), "the record key is read and verifies the injection")
+		Expect(stdout).To(Equal(fmt.Sprintf("FAIL  Deployment %s/llm [%s] Deployment llm may not serve here\n"+
 			"1 workloads audited: 1 failures, 0 warnings, 0 errors\n", ns, wp.Name)))
 
 		// Its own writes (the report, the policy's status) change no policy:

@@ -1,11 +1,8 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -96,13 +93,9 @@ var _ = Describe("exceptions", func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("exception expiry to a failing report", time.Since(ex.Spec.ExpiresAt.Time).Round(time.Second).String())
 
-		cmd := exec.CommandContext(ctx, modelgatePath, "audit", "--kubeconfig", gpuCluster.Kubeconfig,
-			"--config", gpuCluster.Configuration, "--namespace", ns)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		var exit *exec.ExitError
-		Expect(errors.As(cmd.Run(), &exit)).To(BeTrue(), "modelgate audit: %s", stderr.String())
-		Expect(stdout.String()).To(Equal(fmt.Sprintf("FAIL  Deployment %s/llm [%s] Deployment llm may not serve here\n"+
+		stdout, stderr, code := auditCLI(ctx, ns)
+		Expect(code).To(Equal(1), stderr)
+		Expect(stdout).To(Equal(fmt.Sprintf("FAIL  Deployment %s/llm [%s] Deployment llm may not serve here\n"+
 			"1 workloads audited: 1 failures, 0 warnings, 0 errors\n", ns, wp.Name)))
 	}, SpecTimeout(4*time.Minute))
 })
