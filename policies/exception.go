@@ -70,6 +70,7 @@ func (e *Exception) matches(s *Subject) bool {
 // given to the CLI), by namespace.
 type Exceptions struct {
 	byNamespace map[string][]*Exception
+	n           int
 	// clockSkew is how long before its ExpiresAt an exception stops
 	// applying by the local clock.
 	clockSkew time.Duration
@@ -106,6 +107,7 @@ func NewExceptions(clockSkew time.Duration, es ...*Exception) *Exceptions {
 	for _, e := range es {
 		if e != nil {
 			x.byNamespace[e.Namespace] = append(x.byNamespace[e.Namespace], e)
+			x.n++
 		}
 	}
 	for _, l := range x.byNamespace {
@@ -119,11 +121,7 @@ func (x *Exceptions) Len() int {
 	if x == nil {
 		return 0
 	}
-	n := 0
-	for _, l := range x.byNamespace {
-		n += len(l)
-	}
-	return n
+	return x.n
 }
 
 // All returns the exceptions, by namespace then name.

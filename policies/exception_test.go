@@ -132,3 +132,31 @@ func TestExceptionsNil(t *testing.T) {
 		t.Errorf("a nil snapshot changed the decision: %q", d.Denials())
 	}
 }
+
+// BenchmarkExceptionsExcept is what exceptions add to a denied review: none
+// (the baseline), one in the namespace, and 1000 in the namespace of which
+// the last by name covers it.
+func BenchmarkExceptionsExcept(b *testing.B) {
+	s := Subject{Namespace: "team-a", Identities: []Identity{{Kind: "Pod", Name: "gpu8-7d9-x2"}, {Kind: "Deployment", Name: "gpu8"}},
+		Labels: []map[string]string{{"app": "bench"}}}
+	covering := &Exception{Namespace: "team-a", Name: "zz-bench", Policies: []string{"max-gpus"}, Names: []string{"gpu8"},
+		Selector: labels.SelectorFromSet(labels.Set{"app": "bench"}), ExpiresAt: exceptionNow.Add(time.Hour)}
+	many := []*Exception{covering}
+	for i := range 999 {
+		many = append(many, &Exception{Namespace: "team-a", Name: "other-" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+			Policies: []string{"max-gpus"}, Names: []string{"train"}, ExpiresAt: exceptionNow.Add(time.Hour)})
+	}
+	for name, x := range map[string]*Exceptions{
+		"none":    nil,
+		"one":     NewExceptions(time.Minute, covering),
+		"1000-ns": NewExceptions(time.Minute, many...),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				d := Decision{Results: []Result{{Policy: "max-gpus", Action: ActionDeny, Deny: []Violation{{Msg: "8 GPUs"}}}}}
+				x.Except(&d, &s, exceptionNow)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,9 +46,20 @@ type ExceptionReconciler struct {
 	Now func() time.Time
 
 	loaded atomic.Bool
-	// mu orders the rebuilds: each lists the cache and publishes, so the
-	// last one published holds the latest list.
-	mu sync.Mutex
+	// mu guards items: the exceptions in force by namespace and name, and
+	// those the reconciler found deleted, so that the list loaded at start
+	// (older than what the reconciler has seen since) never puts one back.
+	mu    sync.Mutex
+	items map[types.NamespacedName]exceptionItem
+}
+
+// exceptionItem is one exception as converted (from the generation of
+// the object of that UID), or deleted.
+type exceptionItem struct {
+	ex         *policies.Exception
+	uid        types.UID
+	generation int64
+	deleted    bool
 }
 
 // SetupWithManager registers the reconciler, and a runnable that loads
@@ -66,7 +78,7 @@ func (r *ExceptionReconciler) SetupWithManager(mgr manager.Manager) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil // stopping
 		}
-		n, err := r.rebuild(ctx)
+		n, err := r.loadAll(ctx)
 		if err != nil {
 			return err
 		}
@@ -95,40 +107,94 @@ func (r *ExceptionReconciler) now() time.Time {
 	return time.Now()
 }
 
-// rebuild publishes every exception of the cache to the engine. An
-// exception that cannot be converted (a label selector the API server let
-// through but that does not parse) is left out and logged: it applies
-// nowhere.
-func (r *ExceptionReconciler) rebuild(ctx context.Context) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// loadAll converts every exception of the cache that the reconciler has
+// not seen yet, and publishes them.
+func (r *ExceptionReconciler) loadAll(ctx context.Context) (int, error) {
 	var list policyv1.WorkloadPolicyExceptionList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return 0, fmt.Errorf("listing WorkloadPolicyExceptions: %w", err)
 	}
-	es := make([]*policies.Exception, 0, len(list.Items))
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i := range list.Items {
-		e, err := validators.ExceptionOf(&list.Items[i])
-		if err != nil {
-			logf.FromContext(ctx).Info("WorkloadPolicyException cannot be used; it applies nowhere",
-				"namespace", list.Items[i].Namespace, "name", list.Items[i].Name, "error", err.Error())
-			continue
+		key := client.ObjectKeyFromObject(&list.Items[i])
+		if _, seen := r.items[key]; !seen {
+			r.set(key, &list.Items[i], r.convert(ctx, &list.Items[i]))
 		}
-		es = append(es, e)
+	}
+	r.publish()
+	return len(list.Items), nil
+}
+
+// convert is the exception in the engine's form. One that cannot be
+// converted (a label selector the API server let through but that does not
+// parse) is logged and applies nowhere: nil.
+func (r *ExceptionReconciler) convert(ctx context.Context, ex *policyv1.WorkloadPolicyException) *policies.Exception {
+	e, err := validators.ExceptionOf(ex)
+	if err != nil {
+		logf.FromContext(ctx).Info("WorkloadPolicyException cannot be used; it applies nowhere",
+			"namespace", ex.Namespace, "name", ex.Name, "error", err.Error())
+		return nil
+	}
+	return e
+}
+
+// set records what the reconciler knows of key: ex converted to e, or
+// nil when it is gone or applies nowhere; r.mu is held.
+func (r *ExceptionReconciler) set(key types.NamespacedName, ex *policyv1.WorkloadPolicyException, e *policies.Exception) {
+	if r.items == nil {
+		r.items = map[types.NamespacedName]exceptionItem{}
+	}
+	it := exceptionItem{ex: e, deleted: e == nil}
+	if ex != nil {
+		it.uid, it.generation = ex.UID, ex.Generation
+	}
+	r.items[key] = it
+}
+
+// publish swaps the exceptions into the engine; r.mu is held.
+func (r *ExceptionReconciler) publish() {
+	es := make([]*policies.Exception, 0, len(r.items))
+	for _, it := range r.items {
+		if !it.deleted {
+			es = append(es, it.ex)
+		}
 	}
 	r.Engine.SetExceptions(policies.NewExceptions(r.ClockSkew, es...))
-	return len(es), nil
+}
+
+// update converts and publishes one exception, or its removal (ex nil).
+// A generation already in force (a status write) changes nothing: the
+// engine's snapshot, which the audit watches, stays the same.
+func (r *ExceptionReconciler) update(ctx context.Context, key types.NamespacedName, ex *policyv1.WorkloadPolicyException) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	it, seen := r.items[key]
+	switch {
+	case ex == nil && seen && it.deleted:
+		return
+	case ex != nil && seen && !it.deleted && it.uid == ex.UID && it.generation == ex.Generation:
+		return
+	}
+	var e *policies.Exception
+	if ex != nil {
+		e = r.convert(ctx, ex)
+	}
+	r.set(key, ex, e)
+	r.publish()
 }
 
 // Reconcile implements reconcile.Reconciler.
 func (r *ExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if _, err := r.rebuild(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
 	ex := &policyv1.WorkloadPolicyException{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ex); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			r.update(ctx, req.NamespacedName, nil)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
 	}
+	r.update(ctx, req.NamespacedName, ex)
 	now := r.now()
 	x := r.Engine.Exceptions()
 	e := &policies.Exception{ExpiresAt: ex.Spec.ExpiresAt.Time}
