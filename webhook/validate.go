@@ -330,7 +330,7 @@ func logDecision(ctx context.Context, req admission.Request, d policies.Decision
 		case "excepted":
 			for _, e := range r.Excepted {
 				log.Info("policy denial allowed by exception", "policy", r.Policy, "source", r.Source,
-					"exception", e.Exception.Ref(), "ticket", e.Exception.Ticket, "expiresAt", e.Exception.ExpiresAt.UTC().Format(time.RFC3339),
+					"exception", e.Exception.Ref(), "ticket", e.Exception.Ticket, "reason", e.Exception.Reason, "expiresAt", e.Exception.ExpiresAt.UTC().Format(time.RFC3339),
 					"kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "uid", req.UID,
 					"user", req.UserInfo.Username, "message", e.Msg)
 			}

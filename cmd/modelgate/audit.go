@@ -414,11 +414,14 @@ func printFindings(w io.Writer, format string, outcomes []audit.Outcome) error {
 			Category   string       `json:"category"`
 			Action     string       `json:"enforcementAction,omitempty"`
 			Message    string       `json:"message"`
+			Exception  string       `json:"exception,omitempty"`
+			Ticket     string       `json:"exceptionTicket,omitempty"`
+			ExpiresAt  string       `json:"exceptionExpiresAt,omitempty"`
 		}
 		out := make([]jsonFinding, 0, len(findings))
 		for _, f := range findings {
 			out = append(out, jsonFinding{f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name,
-				f.Policy, f.Rule, f.Result, f.Category, f.Action, f.Message})
+				f.Policy, f.Rule, f.Result, f.Category, f.Action, f.Message, f.Exception, f.Ticket, f.ExpiresAt})
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -437,6 +440,10 @@ func printFindings(w io.Writer, format string, outcomes []audit.Outcome) error {
 	for i := range outcomes {
 		sum.Add(&outcomes[i])
 	}
-	_, err := fmt.Fprintf(w, "%d workloads audited: %d failures, %d warnings, %d errors\n", audited, sum.Fail, sum.Warn, sum.Error)
+	excepted := ""
+	if sum.Skip > 0 {
+		excepted = fmt.Sprintf(", %d allowed by exceptions", sum.Skip)
+	}
+	_, err := fmt.Fprintf(w, "%d workloads audited: %d failures, %d warnings, %d errors%s\n", audited, sum.Fail, sum.Warn, sum.Error, excepted)
 	return err
 }

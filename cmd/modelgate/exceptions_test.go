@@ -95,7 +95,10 @@ func TestExceptionsOffline(t *testing.T) {
 			injectedJob, _, _ := strings.Cut(injected, "---\n")
 			stdout, stderr, _ := runCLI(t, injectedJob, "audit", "--policies", policies, "--namespace-labels", "modelgate.io/team=nlp",
 				"-o", "json", "-f", "-", "-f", ex)
-			var findings []struct{ Policy, Result, Message string }
+			var findings []struct {
+				Policy, Result, Message string
+				Exception               string `json:"exception"`
+			}
 			if err := json.Unmarshal([]byte(stdout), &findings); err != nil {
 				t.Fatalf("audit -o json: %v\n%s\n%s", err, stdout, stderr)
 			}
@@ -106,13 +109,18 @@ func TestExceptionsOffline(t *testing.T) {
 					if f.Result != tc.auditWant {
 						t.Errorf("audit: max-gpus-per-pod %s (%s), want %s", f.Result, f.Message, tc.auditWant)
 					}
-					if tc.auditWant == "skip" && !strings.HasPrefix(f.Message, "allowed by exception team-a/pretrain-16-gpus (ticket OPS-123)") {
-						t.Errorf("audit: skip message %q does not name the exception", f.Message)
+					if tc.auditWant == "skip" && (!strings.HasPrefix(f.Message, "allowed by exception team-a/pretrain-16-gpus (ticket OPS-123)") ||
+						f.Exception != "team-a/pretrain-16-gpus") {
+						t.Errorf("audit: skip %q (exception %q) does not name the exception", f.Message, f.Exception)
 					}
 				}
 			}
 			if !found {
 				t.Errorf("audit: no max-gpus-per-pod finding in %s", stdout)
+			}
+			text, _, _ := runCLI(t, injectedJob, "audit", "--policies", policies, "--namespace-labels", "modelgate.io/team=nlp", "-f", "-", "-f", ex)
+			if got := strings.Contains(text, ", 1 allowed by exceptions\n"); got != (tc.auditWant == "skip") {
+				t.Errorf("audit: the summary counts the exception %v, want %v:\n%s", got, tc.auditWant == "skip", text)
 			}
 		})
 	}
