@@ -110,6 +110,11 @@ const crdPath = "../../../config/crd/bases/policy.modelgate.io_workloadpolicies.
 // loadCRD reads the CRD that make manifests generates from this package.
 func loadCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
+	return loadCRDFile(t, crdPath)
+}
+
+func loadCRDFile(t *testing.T, crdPath string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	data, err := os.ReadFile(crdPath)
 	if err != nil {
 		t.Fatalf("reading the generated CRD (run make manifests): %v", err)
@@ -196,6 +201,8 @@ func TestCRDResource(t *testing.T) {
 		{Name: "Ready", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].status`},
 		{Name: "Reason", Type: "string", JSONPath: `.status.conditions[?(@.type=="Ready")].reason`},
 		{Name: "Failing", Type: "integer", Description: "Workloads the last audit found this policy denies", JSONPath: ".status.audit.fail"},
+		{Name: "Excepted", Type: "integer", Description: "Workloads the last audit found this policy denies but a WorkloadPolicyException allows",
+			Priority: 1, JSONPath: ".status.audit.skip"},
 		{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
 	}
 	if diff := cmp.Diff(wantColumns, v.AdditionalPrinterColumns); diff != "" {
