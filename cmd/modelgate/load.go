@@ -54,6 +54,7 @@ var loadExit = []struct {
 const loadUsage = `modelgate load: put a model into a directory, whole and verified, or not at all.
 
 Usage:
+  modelgate load URI DIR [flags]
   modelgate load --uri=URI --dest=DIR [flags]
 
 URI is a modelgate.io/model value: s3://bucket/prefix, gs://bucket/prefix,
@@ -96,6 +97,41 @@ func (f *loadFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 }
 
+// parseInterleaved parses flags that come before, between or after the
+// positional arguments (modelgate load URI DIR --concurrency 32), as cp
+// and s5cmd are called; "--" ends the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
+	}
+}
+
+// positional takes URI and DIR from the positional arguments, which
+// --uri and --dest must then not repeat.
+func (f *loadFlags) positional(args []string) error {
+	switch {
+	case len(args) == 0:
+		return nil
+	case len(args) != 2:
+		return fmt.Errorf("takes a URI and a directory (modelgate load URI DIR), got %d arguments: %w", len(args), loader.ErrInvalid)
+	case f.uri != "" || f.dest != "":
+		return fmt.Errorf("the URI and directory are given both as arguments and as --uri/--dest; give one of them: %w", loader.ErrInvalid)
+	}
+	f.uri, f.dest = args[0], args[1]
+	return nil
+}
+
 func loadCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -105,7 +141,8 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), loadUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fs.Usage()
@@ -121,7 +158,11 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 		log.Info("the cluster's defaults", "variables", set)
 	}
 
-	res, err := runLoad(ctx, &f)
+	var res *loader.Result
+	err = f.positional(positional)
+	if err == nil {
+		res, err = runLoad(ctx, &f)
+	}
 	msg, code := outcome(res, err)
 	writeTerminationMessage(f.terminationLog, msg)
 	if err != nil {
@@ -157,7 +198,7 @@ func newLoadLogger(format string, w io.Writer) logr.Logger {
 
 func runLoad(ctx context.Context, f *loadFlags) (*loader.Result, error) {
 	if f.uri == "" || f.dest == "" {
-		return nil, fmt.Errorf("--uri and --dest are required: %w", loader.ErrInvalid)
+		return nil, fmt.Errorf("a URI and a directory are required (modelgate load URI DIR, or --uri and --dest): %w", loader.ErrInvalid)
 	}
 	u, err := annotations.ParseModelURI(f.uri)
 	if err != nil {

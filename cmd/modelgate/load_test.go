@@ -70,9 +70,10 @@ func TestLoadCommand(t *testing.T) {
 		t.Errorf("%s: %q, %v", snap, b, err)
 	}
 
-	// The same URI again: a cache hit, with no request to the Hub.
+	// The same URI again, as cp and s5cmd are called (flags after the
+	// arguments too): a cache hit, with no request to the Hub.
 	h.ResetStats()
-	code, msg, logs = invokeLoad(t, "--uri="+uri, "--dest="+dest)
+	code, msg, logs = invokeLoad(t, uri, dest, "--concurrency=4")
 	if code != 0 || !strings.HasPrefix(msg, "already loaded: 3 files, 3.1 MB, revision "+commit[:7]+", verified") {
 		t.Errorf("second load: exit %d, %q\n%s", code, msg, logs)
 	}
@@ -104,7 +105,9 @@ func TestLoadCommandFailures(t *testing.T) {
 		code  int
 		msg   string
 	}{
-		"no uri":                {args: []string{"--dest=/tmp/x"}, code: exitLoadInvalid, msg: "load failed (invalid): --uri and --dest are required"},
+		"no uri":                {args: []string{"--dest=/tmp/x"}, code: exitLoadInvalid, msg: "load failed (invalid): a URI and a directory are required (modelgate load URI DIR, or --uri and --dest)"},
+		"one argument":          {args: []string{"hf://acme/tiny"}, code: exitLoadInvalid, msg: "takes a URI and a directory (modelgate load URI DIR), got 1 arguments"},
+		"arguments and flags":   {args: []string{"hf://acme/tiny", "DEST", "--uri=hf://acme/other"}, code: exitLoadInvalid, msg: "given both as arguments and as --uri/--dest"},
 		"bad uri":               {args: []string{"--uri=ftp://x/y", "--dest=DEST"}, code: exitLoadInvalid, msg: `unsupported scheme "ftp"`},
 		"pvc":                   {args: []string{"--uri=pvc://claim/models", "--dest=DEST"}, code: exitLoadInvalid, msg: "mounted into the serving container, not loaded"},
 		"bad part size":         {args: []string{"--uri=hf://acme/tiny", "--dest=DEST", "--part-size=1"}, code: exitLoadInvalid, msg: "--part-size"},
