@@ -52,8 +52,9 @@ type LoadedFile struct {
 	// cache layout: the plain view's path, a symbolic link to Blob).
 	Path string `json:"path"`
 	Size int64  `json:"size"`
-	// Digests are every digest computed and, where the source vouched for
-	// one, verified; SHA-256 first.
+	// Digests are the digest verified: the cheapest the source vouched
+	// for (none when it vouched for nothing Load knows; for an archive's
+	// files, their SHA-256 as extracted).
 	Digests []Digest `json:"digests,omitempty"`
 	// Verified says the content matched at least one digest the source
 	// vouched for (for an archive's files: the archive's).

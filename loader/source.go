@@ -101,4 +101,12 @@ const (
 	// CRC32C is the Castagnoli CRC-32 of the content, big-endian: GCS
 	// crc32c, S3's full-object CRC32C checksum.
 	CRC32C Algorithm = "crc32c"
+	// CRC64NVME is the NVMe CRC-64 of the content, big-endian: the
+	// full-object checksum S3 computes for every new upload.
+	CRC64NVME Algorithm = "crc64nvme"
+	// CRC32 is the IEEE CRC-32 of the content, big-endian: S3's
+	// full-object CRC32 checksum.
+	CRC32 Algorithm = "crc32"
+	// SHA1 is the SHA-1 of the content: S3's full-object SHA-1 checksum.
+	SHA1 Algorithm = "sha1"
 )

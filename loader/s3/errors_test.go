@@ -183,6 +183,11 @@ func TestDigestsFromHeaders(t *testing.T) {
 		"composite type":             {headers: map[string]string{"x-amz-checksum-sha256": shaB64, "x-amz-checksum-type": "COMPOSITE"}},
 		"full-object CRC32C":         {headers: map[string]string{"x-amz-checksum-crc32c": "4waSgw=="}, want: []loader.Digest{{Algorithm: loader.CRC32C, Hex: "e3069283"}}},
 		"checksum of the wrong size": {headers: map[string]string{"x-amz-checksum-sha256": "4waSgw=="}},
+		"full-object CRC64NVME":      {headers: map[string]string{"x-amz-checksum-crc64nvme": "AAECAwQFBgc="}, want: []loader.Digest{{Algorithm: loader.CRC64NVME, Hex: "0001020304050607"}}},
+		"full-object CRC32 and SHA-1": {headers: map[string]string{"x-amz-checksum-crc32": "AAECAw==", "x-amz-checksum-sha1": "AAECAwQFBgcICQoLDA0ODxAREhM="},
+			want: []loader.Digest{{Algorithm: loader.CRC32, Hex: "00010203"}, {Algorithm: loader.SHA1, Hex: "000102030405060708090a0b0c0d0e0f10111213"}}},
+		"every full-object checksum, and the ETag": {headers: map[string]string{"x-amz-checksum-crc64nvme": "AAECAwQFBgc=", "x-amz-checksum-sha256": shaB64, "x-amz-checksum-type": "FULL_OBJECT"}, etag: md5Hex,
+			want: []loader.Digest{{Algorithm: loader.CRC64NVME, Hex: "0001020304050607"}, sha, md}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -92,20 +92,30 @@ func etagOf(f *loader.File) string {
 }
 
 // digests are what a HEAD's answer vouches for about the whole object:
-// its full-object SHA-256 and CRC32C checksums (composite ones, of the
-// parts, are skipped), and the ETag as MD5 when it is one: a single-part
-// upload not encrypted with SSE-KMS or SSE-C.
+// its full-object checksums (CRC64NVME, which S3 computes for every new
+// upload, CRC32C, CRC32, SHA-1 and SHA-256; composite ones, of the parts,
+// are skipped), and the ETag as MD5 when it is one: a single-part upload
+// not encrypted with SSE-KMS or SSE-C. The loader verifies the cheapest.
 func digests(h http.Header, etag string) []loader.Digest {
 	var ds []loader.Digest
 	composite := strings.EqualFold(h.Get("x-amz-checksum-type"), "COMPOSITE")
-	if d, ok := checksum(h.Get("x-amz-checksum-sha256"), 32); ok && !composite {
-		ds = append(ds, loader.Digest{Algorithm: loader.SHA256, Hex: d})
+	for _, c := range []struct {
+		header string
+		size   int
+		alg    loader.Algorithm
+	}{
+		{"x-amz-checksum-crc64nvme", 8, loader.CRC64NVME},
+		{"x-amz-checksum-crc32c", 4, loader.CRC32C},
+		{"x-amz-checksum-crc32", 4, loader.CRC32},
+		{"x-amz-checksum-sha1", 20, loader.SHA1},
+		{"x-amz-checksum-sha256", 32, loader.SHA256},
+	} {
+		if d, ok := checksum(h.Get(c.header), c.size); ok && !composite {
+			ds = append(ds, loader.Digest{Algorithm: c.alg, Hex: d})
+		}
 	}
 	if d, ok := etagMD5(h, etag); ok {
 		ds = append(ds, loader.Digest{Algorithm: loader.MD5, Hex: d})
-	}
-	if d, ok := checksum(h.Get("x-amz-checksum-crc32c"), 4); ok && !composite {
-		ds = append(ds, loader.Digest{Algorithm: loader.CRC32C, Hex: d})
 	}
 	return ds
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/minio/crc64nvme"
 
 	"github.com/modelgate/modelgate/loader"
 )
@@ -52,16 +55,64 @@ func TestLoad(t *testing.T) {
 }
 
 // TestLoadWrongChecksum checks that the loader fails on content that
-// does not match the checksum the store lists.
+// does not match the checksum the store lists: the cheapest one it lists
+// is the one checked, so a wrong CRC64NVME beside a right SHA-256 fails.
 func TestLoadWrongChecksum(t *testing.T) {
-	st := newStore(t, nil)
+	data := pseudoRandom(2048)
 	other := sha256.Sum256([]byte("other content"))
-	st.put(t, "m/w.bin", pseudoRandom(2048), map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(other[:])})
-	_, err := loader.Load(context.Background(), st.source(t, "m", nil),
-		loader.Options{Dest: t.TempDir(), URI: "s3://models/m", PartSize: 1024})
-	if !errors.Is(err, loader.ErrVerification) {
-		t.Fatalf("got %v, want %v", err, loader.ErrVerification)
+	right := sha256.Sum256(data)
+	for name, headers := range map[string]map[string]string{
+		"sha256":    {"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(other[:])},
+		"crc64nvme": {"x-amz-checksum-crc64nvme": crc64B64([]byte("other content")), "x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(right[:])},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := newStore(t, nil)
+			st.put(t, "m/w.bin", data, headers)
+			_, err := loader.Load(context.Background(), st.source(t, "m", nil),
+				loader.Options{Dest: t.TempDir(), URI: "s3://models/m", PartSize: 1024})
+			if !errors.Is(err, loader.ErrVerification) {
+				t.Fatalf("got %v, want %v", err, loader.ErrVerification)
+			}
+		})
 	}
+}
+
+// TestLoadCRC64NVME loads objects that list the checksum S3 computes for
+// every new upload beside their SHA-256: the manifest records the CRC64NVME,
+// the one digest the loader computed and verified.
+func TestLoadCRC64NVME(t *testing.T) {
+	st := newStore(t, nil)
+	data := pseudoRandom(10_000)
+	sum := sha256.Sum256(data)
+	st.put(t, "m/model.safetensors", data, map[string]string{"x-amz-checksum-crc64nvme": crc64B64(data),
+		"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(sum[:])})
+	dest := t.TempDir()
+	res, err := loader.Load(context.Background(), st.source(t, "m", nil),
+		loader.Options{Dest: dest, URI: "s3://models/m", PartSize: 1024, Concurrency: 4})
+	if err != nil || res.Verified != 1 {
+		t.Fatalf("Load: %+v, %v", res, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dest, loader.StateDir, loader.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m loader.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	c := crc64nvme.New()
+	c.Write(data)
+	want := []loader.Digest{{Algorithm: loader.CRC64NVME, Hex: hex.EncodeToString(c.Sum(nil))}}
+	if diff := cmp.Diff(want, m.Files[0].Digests); diff != "" || !m.Files[0].Verified {
+		t.Errorf("manifest digests (-want +got):\n%s (verified %v)", diff, m.Files[0].Verified)
+	}
+}
+
+// crc64B64 is the x-amz-checksum-crc64nvme header of data.
+func crc64B64(data []byte) string {
+	c := crc64nvme.New()
+	c.Write(data)
+	return base64.StdEncoding.EncodeToString(c.Sum(nil))
 }
 
 // pseudoRandom returns n bytes that do not repeat: a misplaced range

@@ -149,9 +149,9 @@ func TestDigests(t *testing.T) {
 	want := map[string][]loader.Digest{
 		"plain": {{Algorithm: loader.MD5, Hex: hex.EncodeToString(md[:])}},
 		"checksummed": {
+			{Algorithm: loader.CRC32C, Hex: hex.EncodeToString(crc)},
 			{Algorithm: loader.SHA256, Hex: hex.EncodeToString(sha[:])},
 			{Algorithm: loader.MD5, Hex: hex.EncodeToString(md[:])},
-			{Algorithm: loader.CRC32C, Hex: hex.EncodeToString(crc)},
 		},
 		"kms": nil,
 	}
