@@ -203,7 +203,7 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2}
 
 .PHONY: bench-loader
-bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model from a fake Hub on loopback against an io.Copy floor, in one run: throughput, peak RSS, re-fetch per SIGKILL, cache hit.
+bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model against a floor in the same run: from a fake Hub (throughput, peak RSS, re-fetch per SIGKILL, cache hit) and from an S3 server in process (until on disk, CPU s/GB, peak RSS, at GOMAXPROCS 1 and 2).
 	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
 
 .PHONY: bench-node

@@ -45,9 +45,19 @@ func main() {
 		kills    = flag.Int("kills", 5, "SIGKILLs of the resume measurement")
 		dir      = flag.String("dir", "", "where to write (default: a temporary directory; the same disk for every run)")
 		keepDirs = flag.Bool("keep", false, "keep what was written")
+		sources  = flag.String("sources", "hf,s3", "the sources measured: hf (a fake Hub, with the resume and cache-hit figures), s3 (an S3 server in process, at GOMAXPROCS 1 and 2)")
+		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
+		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
 	)
 	flag.Parse()
-	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs); err != nil {
+	if *floorRun {
+		if err := getFloor(*floorDir, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-loader --get-floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-loader:", err)
 		os.Exit(1)
 	}
@@ -62,7 +72,7 @@ type bench struct {
 	base                  string
 }
 
-func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool) error {
+func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
@@ -78,6 +88,20 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 	if !keep {
 		defer os.RemoveAll(base)
 	}
+	srcs := strings.Split(sources, ",")
+	if slices.Contains(srcs, "hf") {
+		if err := runHF(binary, q, pq, nfiles, rounds, conc, part, kills, base); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(srcs, "s3") {
+		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base)
+	}
+	return nil
+}
+
+// runHF measures the loader on a model from a fake Hub.
+func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, part string, kills int, base string) error {
 	b := &bench{binary: binary, uri: "hf://bench/model", partSize: part, conc: conc, hub: hubtest.New(), base: base}
 	defer b.hub.Close()
 	b.model = append(b.model, hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"model_type":"llama"}`))})
