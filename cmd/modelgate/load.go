@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +82,7 @@ type loadFlags struct {
 	caBundle         string
 	terminationLog   string
 	logFormat        string
+	cpuProfile       string
 }
 
 func (f *loadFlags) bind(fs *flag.FlagSet) {
@@ -95,6 +97,7 @@ func (f *loadFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.caBundle, "ca-bundle", os.Getenv("MODELGATE_CA_BUNDLE"), "PEM file of CA certificates trusted besides the system's ($MODELGATE_CA_BUNDLE)")
 	fs.StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line outcome Kubernetes shows as the container's message (empty: none)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the load to this file (go tool pprof reads it)")
 }
 
 // parseInterleaved parses flags that come before, between or after the
@@ -160,6 +163,12 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 
 	var res *loader.Result
 	err = f.positional(positional)
+	if err == nil && f.cpuProfile != "" {
+		var stopProfile func()
+		if stopProfile, err = startCPUProfile(f.cpuProfile); err == nil {
+			defer stopProfile()
+		}
+	}
 	if err == nil {
 		res, err = runLoad(ctx, &f)
 	}
@@ -171,6 +180,23 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 		log.Info(msg)
 	}
 	return code
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	out, err := os.Create(path) //nolint:gosec // a file the user names
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w: %w", err, loader.ErrInvalid)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w: %w", err, loader.ErrInvalid)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = out.Close()
+	}, nil
 }
 
 // writeTerminationMessage writes the outcome where the kubelet reads it.
