@@ -119,12 +119,14 @@ func (e *engine) fail(err error) {
 // verifies and places the file.
 func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 	j := p.job
+	var sum *uint64
 	if p.idx >= 0 {
-		if err := e.fetch(ctx, p, buf); err != nil {
+		var err error
+		if sum, err = e.fetch(ctx, p, buf); err != nil {
 			return err
 		}
 	}
-	complete, err := j.partDone(p.idx, buf)
+	complete, err := j.partDone(p.idx, buf, sum)
 	if err != nil || !complete {
 		return err
 	}
@@ -137,17 +139,29 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 }
 
 // fetch reads one part into the partial file, retrying transient
-// failures and stalls from where the last attempt stopped.
-func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
+// failures and stalls from where the last attempt stopped. When the
+// file's digest is a CRC it returns the CRC of the part's bytes, summed
+// as they arrived (a prefix an earlier run wrote is read back first).
+func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*uint64, error) {
 	j := p.job
 	got := p.skip
+	var crc uint64
+	if j.crcKind != nil && got > 0 {
+		var err error
+		if crc, err = j.sumRange(j.crcKind, p.off, p.off+got, buf); err != nil {
+			return nil, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
+		}
+	}
 	if got >= p.n {
-		return nil
+		if j.crcKind == nil {
+			return nil, nil
+		}
+		return &crc, nil
 	}
 	err := e.o.Retry.Do(ctx, func(ctx context.Context) error {
 		if j.f.Sequential && got > 0 {
 			e.written.Add(-got)
-			got = 0 // no ranges: start again
+			got, crc = 0, 0 // no ranges: start again
 		}
 		rctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -166,6 +180,9 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 			if k > 0 {
 				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
 					return fmt.Errorf("%s: writing: %w", j.f.Path, noSpace(werr))
+				}
+				if j.crcKind != nil {
+					crc = j.crcKind.update(crc, buf[:k])
 				}
 				got += int64(k)
 				j.got[p.idx].Store(got)
@@ -194,12 +211,15 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s: bytes %d-%d: %w", j.f.Path, p.off, p.off+p.n-1, err)
+		return nil, fmt.Errorf("%s: bytes %d-%d: %w", j.f.Path, p.off, p.off+p.n-1, err)
 	}
 	// Start writing the part to disk now: the next checkpoint's sync, and
 	// the file's final one, then have little left to wait for.
 	startWriteback(j.fh, p.off, p.n)
-	return nil
+	if j.crcKind == nil {
+		return nil, nil
+	}
+	return &crc, nil
 }
 
 // minCheckpointGap bounds how often checkpoints are taken on a fast

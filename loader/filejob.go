@@ -36,6 +36,14 @@ type fileJob struct {
 	snap    map[Algorithm][]byte // hs's state at snapAt
 	snapAt  int64
 	retried bool // verification failed once and the file was fetched again
+	// partSum is, for each part fetched in this run when the file's
+	// digest is a CRC, the CRC of its bytes, computed as they arrived
+	// (summed[i] says it is): the file's CRC combines them in order,
+	// with no read-back. Parts an earlier run fetched are read back.
+	partSum []uint64
+	summed  []bool
+	// crcKind is the file's digest's kind when it is a CRC, else nil.
+	crcKind *crcKind
 
 	ckptMu sync.Mutex
 }
@@ -50,8 +58,12 @@ func newFileJob(f *File, id, target string, partSize int64) *fileJob {
 		partSize = max(f.Size, 1)
 	}
 	n := int((f.Size + partSize - 1) / partSize)
-	return &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n),
-		got: make([]atomic.Int64, n), hs: newHashSet(f)}
+	j := &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n),
+		got: make([]atomic.Int64, n), hs: newHashSet(f), partSum: make([]uint64, n), summed: make([]bool, n)}
+	if a, ok := cheapest(f); ok {
+		j.crcKind = crcKinds[a]
+	}
+	return j
 }
 
 func (j *fileJob) partRange(i int) (off, n int64) {
@@ -132,13 +144,17 @@ func (j *fileJob) contiguous() int64 {
 	return end
 }
 
-// partDone records part i on disk (none when i < 0) and hashes whatever prefix became
-// contiguous. It reports whether the whole file is now hashed (exactly one
-// caller sees true).
-func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
+// partDone records part i on disk (none when i < 0), with the CRC of its
+// bytes when sum is not nil, and hashes whatever prefix became contiguous.
+// It reports whether the whole file is now hashed (exactly one caller sees
+// true).
+func (j *fileJob) partDone(i int, buf []byte, sum *uint64) (complete bool, err error) {
 	j.mu.Lock()
 	if i >= 0 {
 		j.done[i] = true
+		if sum != nil {
+			j.partSum[i], j.summed[i] = *sum, true
+		}
 	}
 	if j.hashing {
 		j.mu.Unlock()
@@ -151,11 +167,44 @@ func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
 			break
 		}
 		start := j.hashed
+		// The parts summed as they arrived are combined under j.mu (a few
+		// microseconds each); the first that was not ends the run, and is
+		// read back from disk outside it.
+		crc := j.hs.crc()
+		for crc != nil && start < end {
+			k := int(start / j.partSize)
+			if !j.summed[k] {
+				break
+			}
+			_, n := j.partRange(k)
+			crc.appendSum(j.partSum[k], n)
+			start += n
+		}
+		if start > j.hashed {
+			st, serr := j.hs.state()
+			if serr != nil {
+				j.hashing = false
+				j.mu.Unlock()
+				return false, fmt.Errorf("%s: %w", j.f.Path, serr)
+			}
+			from := j.hashed
+			j.hashed, j.snap, j.snapAt = start, st, start
+			j.mu.Unlock()
+			startWriteback(j.fh, from, start-from)
+			j.mu.Lock()
+			continue
+		}
+		readTo := end
+		if crc != nil {
+			// Read back this one part only: the next may be summed.
+			_, n := j.partRange(int(start / j.partSize))
+			readTo = start + n
+		}
 		j.mu.Unlock()
-		err := j.hashRange(start, end, buf)
+		err := j.hashRange(start, readTo, buf)
 		var st map[Algorithm][]byte
 		if err == nil {
-			startWriteback(j.fh, start, end-start)
+			startWriteback(j.fh, start, readTo-start)
 			st, err = j.hs.state()
 		}
 		j.mu.Lock()
@@ -164,12 +213,29 @@ func (j *fileJob) partDone(i int, buf []byte) (complete bool, err error) {
 			j.mu.Unlock()
 			return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
 		}
-		j.hashed, j.snap, j.snapAt = end, st, end
+		j.hashed, j.snap, j.snapAt = readTo, st, readTo
 	}
 	j.hashing = false
 	complete = j.hashed == j.f.Size
 	j.mu.Unlock()
 	return complete, nil
+}
+
+// sumRange is the CRC of the bytes [start, end) of the partial file.
+func (j *fileJob) sumRange(k *crcKind, start, end int64, buf []byte) (uint64, error) {
+	var crc uint64
+	for off := start; off < end; {
+		n := min(int64(len(buf)), end-off)
+		got, err := j.fh.ReadAt(buf[:n], off)
+		if got > 0 {
+			crc = k.update(crc, buf[:got])
+			off += int64(got)
+		}
+		if err != nil && off < end {
+			return 0, err
+		}
+	}
+	return crc, nil
 }
 
 func (j *fileJob) hashRange(start, end int64, buf []byte) error {
@@ -263,6 +329,7 @@ func (j *fileJob) reset(root *os.Root) ([]*part, error) {
 		j.got[i].Store(0)
 	}
 	j.hs = newHashSet(j.f)
+	j.summed = make([]bool, j.nparts)
 	if err := root.Remove(checkpointName(j.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

@@ -11,8 +11,6 @@ import (
 	"hash/crc32"
 	"slices"
 	"strconv"
-
-	"github.com/minio/crc64nvme"
 )
 
 // known are the algorithms Load verifies, cheapest first (measured on one
@@ -61,15 +59,21 @@ func newHash(a Algorithm, size int64) hash.Hash {
 		return sha1.New() //nolint:gosec // see import
 	case MD5:
 		return md5.New() //nolint:gosec // see import
-	case CRC32C:
-		return crc32.New(castagnoli)
-	case CRC32:
-		return crc32.NewIEEE()
-	case CRC64NVME:
-		return crc64nvme.New()
+	case CRC32C, CRC32, CRC64NVME:
+		return &crcHash{k: crcKinds[a]}
 	default:
 		return sha256.New()
 	}
+}
+
+// crc is the set's CRC when its one digest is a CRC: its parts' sums are
+// then computed as they arrive and combined (appendSum), nil otherwise.
+func (s *hashSet) crc() *crcHash {
+	if len(s.hs) != 1 {
+		return nil
+	}
+	c, _ := s.hs[0].(*crcHash)
+	return c
 }
 
 // Write feeds every hash.

@@ -21,8 +21,9 @@ import (
 // The child side of TestKillAndResume: a load in its own process, so it
 // can be SIGKILLed.
 const (
-	childURL  = "LOADERTEST_CHILD_URL"
-	childDest = "LOADERTEST_CHILD_DEST"
+	childURL    = "LOADERTEST_CHILD_URL"
+	childDest   = "LOADERTEST_CHILD_DEST"
+	childDigest = "LOADERTEST_CHILD_DIGEST"
 )
 
 // Options of the killed loads: small parts and frequent checkpoints, so
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 
 func child(url, dest string) int {
 	srv := loadertest.Remote(url)
+	srv.Digest = loader.Algorithm(os.Getenv(childDigest))
 	o := loader.Options{Dest: dest, URI: "https://x/model", Concurrency: killConcurrency, PartSize: killPartSize,
 		CheckpointBytes: killCkptBytes, CheckpointEvery: killCkptEvery, Host: "kill-pod"}
 	if _, err := loader.Load(context.Background(), srv, o); err != nil {
@@ -63,6 +65,15 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
+	// SHA-256 is hashed reading the contiguous prefix back; CRC64NVME is
+	// summed per part as it arrives and combined, a part an earlier run
+	// fetched (or began) read back.
+	for _, digest := range []loader.Algorithm{loader.SHA256, loader.CRC64NVME} {
+		t.Run(string(digest), func(t *testing.T) { killAndResume(t, digest) })
+	}
+}
+
+func killAndResume(t *testing.T, digest loader.Algorithm) {
 	files := map[string]loadertest.Content{
 		"a.safetensors":   loadertest.Generated(11, 9*mib+7),
 		"b.safetensors":   loadertest.Generated(12, 6*mib),
@@ -86,7 +97,7 @@ func TestKillAndResume(t *testing.T) {
 			t.Fatal("the loader never completed")
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childURL+"="+srv.URL(), childDest+"="+dest)
+		cmd.Env = append(os.Environ(), childURL+"="+srv.URL(), childDest+"="+dest, childDigest+"="+string(digest))
 		out := &limited{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {

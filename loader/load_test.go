@@ -226,45 +226,54 @@ func TestFaults(t *testing.T) {
 			faults: []loadertest.Fault{{Path: file, Status: 503}},
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			files := model()
-			srv := loadertest.NewServer(files)
-			defer srv.Close()
-			for _, f := range tc.faults {
-				srv.Inject(f)
-			}
-			dest := t.TempDir()
-			_, err := loader.Load(context.Background(), srv.Source(nil), fastOptions(dest, "https://x/m"))
-			if name == "500s that never end" {
-				var tr *loader.Transient
-				if !errors.As(err, &tr) || !strings.Contains(err.Error(), "after 6 attempts") {
-					t.Fatalf("error = %v, want the transient failure after every attempt", err)
-				}
-				assertIncomplete(t, dest)
-				return
-			}
-			if tc.kind != nil {
-				if !errors.Is(err, tc.kind) {
-					t.Fatalf("error = %v, want %v", err, tc.kind)
-				}
-				assertIncomplete(t, dest)
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want(files), sums(t, dest)); diff != "" {
-				t.Errorf("files (-want +got):\n%s", diff)
-			}
-			var total int64
-			for _, c := range files {
-				total += c.Size()
-			}
-			if extra := srv.BytesServed() - total; extra > tc.maxExtra {
-				t.Errorf("served %d bytes beyond the model's %d, want at most %d", extra, total, tc.maxExtra)
-			}
-		})
+	// Each fault under a SHA-256 (read back and hashed) and a CRC64NVME
+	// (summed per part as it arrives, combined): a corrupted byte fails
+	// both ways.
+	for _, digest := range []loader.Algorithm{loader.SHA256, loader.CRC64NVME} {
+		for name, tc := range tests {
+			t.Run(string(digest)+"/"+name, func(t *testing.T) { fault(t, digest, name, tc.faults, tc.maxExtra, tc.kind) })
+		}
+	}
+}
+
+func fault(t *testing.T, digest loader.Algorithm, name string, faults []loadertest.Fault, maxExtra int64, kind error) {
+	files := model()
+	srv := loadertest.NewServer(files)
+	defer srv.Close()
+	for _, f := range faults {
+		srv.Inject(f)
+	}
+	dest := t.TempDir()
+	src := srv.Source(nil)
+	src.Digest = digest
+	_, err := loader.Load(context.Background(), src, fastOptions(dest, "https://x/m"))
+	if name == "500s that never end" {
+		var tr *loader.Transient
+		if !errors.As(err, &tr) || !strings.Contains(err.Error(), "after 6 attempts") {
+			t.Fatalf("error = %v, want the transient failure after every attempt", err)
+		}
+		assertIncomplete(t, dest)
+		return
+	}
+	if kind != nil {
+		if !errors.Is(err, kind) {
+			t.Fatalf("error = %v, want %v", err, kind)
+		}
+		assertIncomplete(t, dest)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want(files), sums(t, dest)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	var total int64
+	for _, c := range files {
+		total += c.Size()
+	}
+	if extra := srv.BytesServed() - total; extra > maxExtra {
+		t.Errorf("served %d bytes beyond the model's %d, want at most %d", extra, total, maxExtra)
 	}
 }
 

@@ -48,6 +48,7 @@ func main() {
 		sources  = flag.String("sources", "hf,s3", "the sources measured: hf (a fake Hub, with the resume and cache-hit figures), s3 (an S3 server in process, at GOMAXPROCS 1 and 2)")
 		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
 		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
+		profile  = flag.String("cpuprofile", "", "with s3: the loader's CPU profile of its last run at GOMAXPROCS=2 (modelgate load --cpuprofile)")
 	)
 	flag.Parse()
 	if *floorRun {
@@ -57,7 +58,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources); err != nil {
+	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-loader:", err)
 		os.Exit(1)
 	}
@@ -72,7 +73,7 @@ type bench struct {
 	base                  string
 }
 
-func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources string) error {
+func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources, profile string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
@@ -95,7 +96,7 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 		}
 	}
 	if slices.Contains(srcs, "s3") {
-		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base)
+		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base, profile)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,6 +33,9 @@ const s3Bucket = "bench-models"
 // checksum S3 computes for every new upload, and its MD5 ETag.
 type s3Bench struct {
 	binary, partSize string
+	// profile, when set, is where the loader's last run writes its CPU
+	// profile (--cpuprofile).
+	profile string
 	conc             int
 	srv              *httptest.Server
 	keys             []string
@@ -47,7 +52,7 @@ type s3Run struct {
 	rss  int64
 }
 
-func runS3(binary string, size int64, nfiles, rounds, conc int, part, base string) error {
+func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
 	b := &s3Bench{binary: binary, partSize: part, conc: conc, base: base}
 	backend := s3mem.New()
 	if err := backend.CreateBucket(s3Bucket); err != nil {
@@ -87,12 +92,15 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base strin
 	fmt.Printf("\nS3: %d objects, %s from an S3 server in process on loopback (gofakes3, in memory), each with a full-object CRC64NVME checksum and an MD5 ETag\n",
 		len(b.keys), loader.HumanBytes(b.total))
 	fmt.Printf("floor: one plain GET of each object after the other, written to disk and fsynced (%s --get-floor)\n", filepath.Base(os.Args[0]))
-	fmt.Printf("loader: %s load s3://%s/bench/model DIR --concurrency=%d --part-size=%s; page cache dropped before each run when root; %d rounds, median\n\n",
+	fmt.Printf("loader: %s load --uri=s3://%s/bench/model --dest=DIR --concurrency=%d --part-size=%s; page cache dropped before each run when root; %d rounds, median\n\n",
 		binary, s3Bucket, conc, part, rounds)
 	fmt.Printf("%-12s %-22s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
 	for _, procs := range []int{1, 2} {
 		var floors, loads []s3Run
 		for r := range rounds {
+			if procs == 2 && r == rounds-1 {
+				b.profile = profile
+			}
 			f, err := b.floor(fmt.Sprintf("s3-floor-%d-%d", procs, r), procs)
 			if err != nil {
 				return err
@@ -136,8 +144,11 @@ func (b *s3Bench) floor(name string, procs int) (s3Run, error) {
 func (b *s3Bench) load(name string, procs int) (s3Run, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
-	cmd := exec.Command(b.binary, "load", "s3://"+s3Bucket+"/bench/model", dest, //nolint:gosec // the modelgate binary under test, named by a flag
+	cmd := exec.Command(b.binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
+	if b.profile != "" {
+		cmd.Args = append(cmd.Args, "--cpuprofile="+b.profile)
+	}
 	cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_S3="+b.srv.URL, "AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench-secret",
 		"AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true")
 	return b.measure(cmd, procs)
@@ -154,15 +165,54 @@ func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (s3Run, error) {
 	out := &tail{}
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return s3Run{}, err
+	}
+	// The peak RSS is read from /proc while the process runs: its rusage
+	// counts this process's memory (the S3 server's objects) too, which
+	// the child shared until it exec'd.
+	var hwm atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := vmHWM(cmd.Process.Pid); v > hwm.Load() {
+				hwm.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	if err != nil {
 		return s3Run{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
 	}
-	r := s3Run{wall: time.Since(start)}
+	r := s3Run{wall: time.Since(start), rss: hwm.Load()}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		r.rss = ru.Maxrss << 10
 	}
 	return r, nil
+}
+
+// vmHWM is a process's peak resident set so far (VmHWM), 0 when it is
+// gone.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // getFloor is the floor's process: each URL with one GET, after the other,

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/minio/crc64nvme"
 )
 
 // Content is a file's bytes: given, or generated from a seed so that a
@@ -104,6 +106,16 @@ func (c Content) block(i int64, b []byte) {
 
 // Reader reads the whole content.
 func (c Content) Reader() io.ReadSeeker { return io.NewSectionReader(c, 0, c.size) }
+
+// CRC64NVME is the content's CRC-64/NVME, as big-endian lower-case hex (as
+// S3 publishes it, base64 aside).
+func (c Content) CRC64NVME() string {
+	h := crc64nvme.New()
+	if _, err := io.Copy(h, c.Reader()); err != nil && !errors.Is(err, io.EOF) {
+		panic(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // SHA256 is the content's digest, as lower-case hex.
 func (c Content) SHA256() string {

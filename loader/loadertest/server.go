@@ -43,7 +43,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	files  map[string]Content
-	sums   map[string]string
+	sums   map[string][2]string
 	faults []*faultState
 	// Rate, when set, limits each response to this many bytes per second.
 	rate atomic.Int64
@@ -62,6 +62,9 @@ type Entry struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256,omitempty"`
+	// CRC64NVME is listed instead of SHA256 by a Source whose Digest
+	// asks for it.
+	CRC64NVME string `json:"crc64nvme,omitempty"`
 }
 
 // NewServer starts a server for files (path → content); Close stops it.
@@ -108,16 +111,16 @@ func (s *Server) Index() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sums == nil {
-		s.sums = map[string]string{}
+		s.sums = map[string][2]string{}
 	}
 	out := make([]Entry, 0, len(s.files))
 	for p, c := range s.files {
 		sum, ok := s.sums[p]
 		if !ok {
-			sum = c.SHA256()
+			sum = [2]string{c.SHA256(), c.CRC64NVME()}
 			s.sums[p] = sum
 		}
-		out = append(out, Entry{Path: p, Size: c.Size(), SHA256: sum})
+		out = append(out, Entry{Path: p, Size: c.Size(), SHA256: sum[0], CRC64NVME: sum[1]})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Path < out[b].Path })
 	return out

@@ -20,6 +20,9 @@ type Source struct {
 	HF *loader.HFRepo
 	// NoDigests leaves the digests out of the listing.
 	NoDigests bool
+	// Digest is the digest listed: SHA256 when empty, or CRC64NVME (the
+	// checksum S3 computes for every upload).
+	Digest loader.Algorithm
 }
 
 var _ loader.Source = (*Source)(nil)
@@ -54,7 +57,11 @@ func (s *Source) List(ctx context.Context) (*loader.Listing, error) {
 	l := &loader.Listing{Revision: "test", HF: s.HF}
 	for _, e := range idx {
 		f := loader.File{Path: e.Path, Size: e.Size, Key: e.Path, Version: e.SHA256}
-		if !s.NoDigests {
+		switch {
+		case s.NoDigests:
+		case s.Digest == loader.CRC64NVME:
+			f.Digests = []loader.Digest{{Algorithm: loader.CRC64NVME, Hex: e.CRC64NVME}}
+		default:
 			f.Digests = []loader.Digest{{Algorithm: loader.SHA256, Hex: e.SHA256}}
 		}
 		l.Files = append(l.Files, f)
