@@ -119,7 +119,7 @@ func (e *engine) fail(err error) {
 // verifies and places the file.
 func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 	j := p.job
-	var sum *uint64
+	var sum *partSum
 	if p.idx >= 0 {
 		var err error
 		if sum, err = e.fetch(ctx, p, buf); err != nil {
@@ -139,29 +139,31 @@ func (e *engine) part(ctx context.Context, p *part, buf []byte) error {
 }
 
 // fetch reads one part into the partial file, retrying transient
-// failures and stalls from where the last attempt stopped. When the
-// file's digest is a CRC it returns the CRC of the part's bytes, summed
-// as they arrived (a prefix an earlier run wrote is read back first).
-func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*uint64, error) {
+// failures and stalls from where the last attempt stopped. When the file
+// is verified part by part it returns what the part's bytes summed to, as
+// they arrived (a prefix an earlier run wrote is read back first).
+func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*partSum, error) {
 	j := p.job
 	got := p.skip
-	var crc uint64
-	if j.crcKind != nil && got > 0 {
-		var err error
-		if crc, err = j.sumRange(j.crcKind, p.off, p.off+got, buf); err != nil {
+	ps := j.newPartSummer()
+	if ps != nil && got > 0 {
+		if err := j.readBack(ps, p.off, p.off+got, buf); err != nil {
 			return nil, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
 		}
 	}
 	if got >= p.n {
-		if j.crcKind == nil {
+		if ps == nil {
 			return nil, nil
 		}
-		return &crc, nil
+		return ps.result(), nil
 	}
 	err := e.o.Retry.Do(ctx, func(ctx context.Context) error {
 		if j.f.Sequential && got > 0 {
 			e.written.Add(-got)
-			got, crc = 0, 0 // no ranges: start again
+			got = 0 // no ranges: start again
+			if ps != nil {
+				ps.reset()
+			}
 		}
 		rctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -181,8 +183,8 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*uint64, error
 				if _, werr := j.fh.WriteAt(buf[:k], p.off+got); werr != nil {
 					return fmt.Errorf("%s: writing: %w", j.f.Path, noSpace(werr))
 				}
-				if j.crcKind != nil {
-					crc = j.crcKind.update(crc, buf[:k])
+				if ps != nil {
+					ps.write(buf[:k])
 				}
 				got += int64(k)
 				j.got[p.idx].Store(got)
@@ -216,10 +218,10 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*uint64, error
 	// Start writing the part to disk now: the next checkpoint's sync, and
 	// the file's final one, then have little left to wait for.
 	startWriteback(j.fh, p.off, p.n)
-	if j.crcKind == nil {
+	if ps == nil {
 		return nil, nil
 	}
-	return &crc, nil
+	return ps.result(), nil
 }
 
 // minCheckpointGap bounds how often checkpoints are taken on a fast
@@ -316,7 +318,14 @@ func (e *engine) requestError(rctx context.Context, err error) error {
 // archive holds) into place, or fetches it once more after a mismatch.
 func (e *engine) finish(ctx context.Context, j *fileJob) error {
 	sums := j.hs.Sums()
-	if err := verifySums(j.f, sums); err != nil {
+	err := verifySums(j.f, sums)
+	if err == nil {
+		err = j.verifyComposite()
+	}
+	if c := j.composite; c != nil {
+		sums = append(sums, Digest{Algorithm: c.Algorithm + CompositeSuffix, Hex: fmt.Sprintf("%s-%d", c.Hex, c.Parts)})
+	}
+	if err != nil {
 		if j.retried {
 			return err
 		}
@@ -381,11 +390,11 @@ func (e *engine) stage(ctx context.Context, j *fileJob, sums []Digest) ([]Loaded
 			return nil, fmt.Errorf("extracting %s: %w", archiveName(j.f), noSpace(err))
 		}
 		for i := range files {
-			files[i].Verified = vouched(j.f)
+			files[i].Verified = verifiable(j.f)
 		}
 		return files, nil
 	}
-	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums, Verified: vouched(j.f)}
+	lf := LoadedFile{Path: j.f.Path, Size: j.f.Size, Digests: sums, Verified: verifiable(j.f)}
 	if j.target != j.f.Path {
 		lf.Blob = j.target
 	}

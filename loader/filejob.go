@@ -1,8 +1,10 @@
 package loader
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io/fs"
 	"os"
 	"sync"
@@ -36,14 +38,18 @@ type fileJob struct {
 	snap    map[Algorithm][]byte // hs's state at snapAt
 	snapAt  int64
 	retried bool // verification failed once and the file was fetched again
-	// partSum is, for each part fetched in this run when the file's
-	// digest is a CRC, the CRC of its bytes, computed as they arrived
-	// (summed[i] says it is): the file's CRC combines them in order,
-	// with no read-back. Parts an earlier run fetched are read back.
-	partSum []uint64
+	// partSum is, for each part when the file is verified part by part
+	// (its digest is a CRC, or a Composite), the part's CRC or digest,
+	// computed as its bytes arrived (summed[i] says it is known): the
+	// file's CRC combines them in order with no read-back, a Composite
+	// checks the digest of them. Parts an earlier run fetched are read
+	// back.
+	partSum []partSum
 	summed  []bool
 	// crcKind is the file's digest's kind when it is a CRC, else nil.
 	crcKind *crcKind
+	// composite is the file's Composite digest when it has a valid one.
+	composite *Composite
 
 	ckptMu sync.Mutex
 }
@@ -52,18 +58,97 @@ type fileJob struct {
 // maxParts parts gets larger parts.
 const maxParts = 1 << 16
 
+// partSum is what a part was summed to: its CRC, or its digest.
+type partSum struct {
+	crc    uint64
+	digest []byte
+}
+
 func newFileJob(f *File, id, target string, partSize int64) *fileJob {
+	var composite *Composite
 	partSize = max(partSize, (f.Size+maxParts-1)/maxParts)
-	if f.Sequential || f.Size <= partSize {
+	switch {
+	case f.Composite.Valid(f.Size) && !f.Sequential && !vouched(f):
+		// The upload's own parts: each one's digest is checked.
+		composite, partSize = f.Composite, f.Composite.PartSize
+	case f.Sequential || f.Size <= partSize:
 		partSize = max(f.Size, 1)
 	}
 	n := int((f.Size + partSize - 1) / partSize)
 	j := &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n),
-		got: make([]atomic.Int64, n), hs: newHashSet(f), partSum: make([]uint64, n), summed: make([]bool, n)}
+		got: make([]atomic.Int64, n), hs: newHashSet(f), partSum: make([]partSum, n), summed: make([]bool, n),
+		composite: composite}
 	if a, ok := cheapest(f); ok {
 		j.crcKind = crcKinds[a]
 	}
 	return j
+}
+
+// byParts reports whether the file is verified part by part: a CRC
+// combined, or a Composite.
+func (j *fileJob) byParts() bool { return j.crcKind != nil || j.composite != nil }
+
+// newPartSummer returns what sums one part's bytes as they arrive: the
+// CRC's update, or the composite's digest; nil when the file is not
+// verified part by part.
+func (j *fileJob) newPartSummer() *partSummer {
+	switch {
+	case j.crcKind != nil:
+		return &partSummer{crc: j.crcKind}
+	case j.composite != nil:
+		return &partSummer{h: newHash(j.composite.Algorithm, 0)}
+	}
+	return nil
+}
+
+// partSummer sums the bytes of one part.
+type partSummer struct {
+	crc *crcKind
+	sum uint64
+	h   hash.Hash
+}
+
+func (p *partSummer) write(b []byte) {
+	if p.crc != nil {
+		p.sum = p.crc.update(p.sum, b)
+		return
+	}
+	p.h.Write(b)
+}
+
+func (p *partSummer) reset() {
+	p.sum = 0
+	if p.h != nil {
+		p.h.Reset()
+	}
+}
+
+func (p *partSummer) result() *partSum {
+	if p.crc != nil {
+		return &partSum{crc: p.sum}
+	}
+	return &partSum{digest: p.h.Sum(nil)}
+}
+
+// verifyComposite checks the digest of the parts' digests against the
+// file's Composite; nil when it has none.
+func (j *fileJob) verifyComposite() error {
+	c := j.composite
+	if c == nil {
+		return nil
+	}
+	h := newHash(c.Algorithm, 0)
+	for i := range j.nparts {
+		if !j.summed[i] {
+			return fmt.Errorf("%s: part %d was never summed", j.f.Path, i+1)
+		}
+		h.Write(j.partSum[i].digest)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != c.Hex {
+		return fmt.Errorf("%s: the %s of its %d parts' %s digests is %s-%d, the source lists %s-%d: %w",
+			j.f.Path, c.Algorithm, c.Parts, c.Algorithm, got, c.Parts, c.Hex, c.Parts, ErrVerification)
+	}
+	return nil
 }
 
 func (j *fileJob) partRange(i int) (off, n int64) {
@@ -102,7 +187,9 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 				j.got[i].Store(max(g, 0))
 			}
 		}
-		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.hs.restore(ck.HashState) {
+		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.composite == nil && j.hs.restore(ck.HashState) {
+			// A composite's part digests are not checkpointed: every part
+			// is summed again, the ones on disk read back.
 			j.hashed, j.snap, j.snapAt = ck.Hashed, ck.HashState, ck.Hashed
 		} else {
 			j.hs = newHashSet(j.f)
@@ -144,11 +231,11 @@ func (j *fileJob) contiguous() int64 {
 	return end
 }
 
-// partDone records part i on disk (none when i < 0), with the CRC of its
-// bytes when sum is not nil, and hashes whatever prefix became contiguous.
-// It reports whether the whole file is now hashed (exactly one caller sees
-// true).
-func (j *fileJob) partDone(i int, buf []byte, sum *uint64) (complete bool, err error) {
+// partDone records part i on disk (none when i < 0), with what its bytes
+// summed to when sum is not nil, and hashes whatever prefix became
+// contiguous. It reports whether the whole file is now hashed (exactly one
+// caller sees true).
+func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err error) {
 	j.mu.Lock()
 	if i >= 0 {
 		j.done[i] = true
@@ -161,30 +248,54 @@ func (j *fileJob) partDone(i int, buf []byte, sum *uint64) (complete bool, err e
 		return false, nil
 	}
 	j.hashing = true
+	defer func() {
+		j.hashing = false
+		j.mu.Unlock()
+	}()
 	for {
 		end := j.contiguous()
 		if end <= j.hashed {
 			break
 		}
 		start := j.hashed
-		// The parts summed as they arrived are combined under j.mu (a few
-		// microseconds each); the first that was not ends the run, and is
-		// read back from disk outside it.
+		if !j.byParts() && len(j.hs.hs) == 0 {
+			// Nothing to compute: the source vouches for nothing Load knows.
+			j.hashed, j.snapAt = end, end
+			continue
+		}
+		if !j.byParts() {
+			j.mu.Unlock()
+			err := j.hashRange(start, end, buf)
+			var st map[Algorithm][]byte
+			if err == nil {
+				startWriteback(j.fh, start, end-start)
+				st, err = j.hs.state()
+			}
+			j.mu.Lock()
+			if err != nil {
+				return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
+			}
+			j.hashed, j.snap, j.snapAt = end, st, end
+			continue
+		}
+		// Part by part: the parts summed as they arrived are combined (a
+		// CRC: microseconds each) or kept (a Composite's digests) under
+		// j.mu; the first that was not is read back outside it.
 		crc := j.hs.crc()
-		for crc != nil && start < end {
+		for start < end {
 			k := int(start / j.partSize)
 			if !j.summed[k] {
 				break
 			}
 			_, n := j.partRange(k)
-			crc.appendSum(j.partSum[k], n)
+			if crc != nil {
+				crc.appendSum(j.partSum[k].crc, n)
+			}
 			start += n
 		}
 		if start > j.hashed {
 			st, serr := j.hs.state()
 			if serr != nil {
-				j.hashing = false
-				j.mu.Unlock()
 				return false, fmt.Errorf("%s: %w", j.f.Path, serr)
 			}
 			from := j.hashed
@@ -194,48 +305,34 @@ func (j *fileJob) partDone(i int, buf []byte, sum *uint64) (complete bool, err e
 			j.mu.Lock()
 			continue
 		}
-		readTo := end
-		if crc != nil {
-			// Read back this one part only: the next may be summed.
-			_, n := j.partRange(int(start / j.partSize))
-			readTo = start + n
-		}
+		k := int(start / j.partSize)
+		off, n := j.partRange(k)
+		ps := j.newPartSummer()
 		j.mu.Unlock()
-		err := j.hashRange(start, readTo, buf)
-		var st map[Algorithm][]byte
-		if err == nil {
-			startWriteback(j.fh, start, readTo-start)
-			st, err = j.hs.state()
-		}
+		err := j.readBack(ps, off, off+n, buf)
 		j.mu.Lock()
 		if err != nil {
-			j.hashing = false
-			j.mu.Unlock()
 			return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
 		}
-		j.hashed, j.snap, j.snapAt = readTo, st, readTo
+		j.partSum[k], j.summed[k] = *ps.result(), true
 	}
-	j.hashing = false
-	complete = j.hashed == j.f.Size
-	j.mu.Unlock()
-	return complete, nil
+	return j.hashed == j.f.Size, nil
 }
 
-// sumRange is the CRC of the bytes [start, end) of the partial file.
-func (j *fileJob) sumRange(k *crcKind, start, end int64, buf []byte) (uint64, error) {
-	var crc uint64
+// readBack feeds the bytes [start, end) of the partial file to ps.
+func (j *fileJob) readBack(ps *partSummer, start, end int64, buf []byte) error {
 	for off := start; off < end; {
 		n := min(int64(len(buf)), end-off)
 		got, err := j.fh.ReadAt(buf[:n], off)
 		if got > 0 {
-			crc = k.update(crc, buf[:got])
+			ps.write(buf[:got])
 			off += int64(got)
 		}
 		if err != nil && off < end {
-			return 0, err
+			return err
 		}
 	}
-	return crc, nil
+	return nil
 }
 
 func (j *fileJob) hashRange(start, end int64, buf []byte) error {
@@ -330,6 +427,7 @@ func (j *fileJob) reset(root *os.Root) ([]*part, error) {
 	}
 	j.hs = newHashSet(j.f)
 	j.summed = make([]bool, j.nparts)
+	j.partSum = make([]partSum, j.nparts)
 	if err := root.Remove(checkpointName(j.id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}

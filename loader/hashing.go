@@ -138,6 +138,16 @@ func verifySums(f *File, sums []Digest) error {
 	return nil
 }
 
+// CompositeSuffix ends the algorithm of a Composite digest in the
+// manifest: "md5-parts" for an S3 multipart ETag.
+const CompositeSuffix = "-parts"
+
+// verifiable reports whether Load checks f's content against its source:
+// a digest of the whole file, or a valid Composite.
+func verifiable(f *File) bool {
+	return vouched(f) || f.Composite.Valid(f.Size) && !f.Sequential
+}
+
 // vouched reports whether the source listed a digest Load checks.
 func vouched(f *File) bool {
 	return slices.ContainsFunc(f.Digests, func(d Digest) bool { return slices.Contains(known, d.Algorithm) })

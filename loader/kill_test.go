@@ -46,8 +46,14 @@ func TestMain(m *testing.M) {
 }
 
 func child(url, dest string) int {
-	srv := loadertest.Remote(url)
-	srv.Digest = loader.Algorithm(os.Getenv(childDigest))
+	remote := loadertest.Remote(url)
+	var srv loader.Source = remote
+	switch d := loader.Algorithm(os.Getenv(childDigest)); d {
+	case compositeMD5:
+		srv = compositeSource{Source: remote, files: killFiles(), partSize: killPartSize * 3 / 2}
+	default:
+		remote.Digest = d
+	}
 	o := loader.Options{Dest: dest, URI: "https://x/model", Concurrency: killConcurrency, PartSize: killPartSize,
 		CheckpointBytes: killCkptBytes, CheckpointEvery: killCkptEvery, Host: "kill-pod"}
 	if _, err := loader.Load(context.Background(), srv, o); err != nil {
@@ -67,19 +73,29 @@ func TestKillAndResume(t *testing.T) {
 	}
 	// SHA-256 is hashed reading the contiguous prefix back; CRC64NVME is
 	// summed per part as it arrives and combined, a part an earlier run
-	// fetched (or began) read back.
-	for _, digest := range []loader.Algorithm{loader.SHA256, loader.CRC64NVME} {
+	// fetched (or began) read back; a multipart ETag's parts (not the
+	// loader's part size) are each summed the same way.
+	for _, digest := range []loader.Algorithm{loader.SHA256, loader.CRC64NVME, compositeMD5} {
 		t.Run(string(digest), func(t *testing.T) { killAndResume(t, digest) })
 	}
 }
 
-func killAndResume(t *testing.T, digest loader.Algorithm) {
-	files := map[string]loadertest.Content{
+// compositeMD5 names the kill test's multipart-ETag variant.
+const compositeMD5 = loader.MD5 + loader.CompositeSuffix
+
+// killFiles is the killed loads' model, the same in the test and its
+// children.
+func killFiles() map[string]loadertest.Content {
+	return map[string]loadertest.Content{
 		"a.safetensors":   loadertest.Generated(11, 9*mib+7),
 		"b.safetensors":   loadertest.Generated(12, 6*mib),
 		"c/tokenizer.bin": loadertest.Generated(13, 700_000),
 		"config.json":     loadertest.Bytes([]byte(`{"a":1}`)),
 	}
+}
+
+func killAndResume(t *testing.T, digest loader.Algorithm) {
+	files := killFiles()
 	var total int64
 	for _, c := range files {
 		total += c.Size()

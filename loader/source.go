@@ -3,6 +3,7 @@ package loader
 import (
 	"context"
 	"io"
+	"slices"
 )
 
 // Source is one model at one URI: it lists the model's files and reads
@@ -52,6 +53,10 @@ type File struct {
 	// Digests are what the source vouches for; the loader verifies every
 	// one whose Algorithm it knows and fails on a mismatch.
 	Digests []Digest
+	// Composite, when set, is a digest of the parts of a multipart
+	// upload, verified part by part (see Composite); the source sets it
+	// when it vouches for nothing of the whole file.
+	Composite *Composite
 	// Version identifies the content (an ETag, a generation, a blob
 	// digest). A partial download of another Version is never resumed.
 	Version string
@@ -77,6 +82,28 @@ const (
 	ArchiveTarGzip Archive = "tar+gzip"
 	ArchiveTarZstd Archive = "tar+zstd"
 )
+
+// Composite is a digest over the digests of a multipart upload's parts:
+// Algorithm applied to the concatenation of each part's raw Algorithm
+// digest, in order. It is how S3 names a multipart object's ETag (MD5)
+// and its COMPOSITE checksums. The parts are PartSize bytes each but the
+// last; the loader fetches the file in exactly those parts, computes each
+// part's digest as its bytes arrive, and checks the digest of digests.
+type Composite struct {
+	Algorithm Algorithm
+	// Hex is the digest of the parts' digests, lower-case hex.
+	Hex      string
+	Parts    int
+	PartSize int64
+}
+
+// Valid reports whether the composite describes a file of size bytes:
+// Parts parts of PartSize, the last holding at least one byte.
+func (c *Composite) Valid(size int64) bool {
+	return c != nil && c.Parts > 0 && c.PartSize > 0 && size > 0 &&
+		int64(c.Parts) == (size+c.PartSize-1)/c.PartSize && c.Hex != "" &&
+		slices.Contains(known, c.Algorithm) && c.Algorithm != GitSHA1
+}
 
 // Digest is a checksum of a file's whole content, as lower-case hex.
 type Digest struct {

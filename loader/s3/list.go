@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -77,12 +78,111 @@ func (s *Source) stat(ctx context.Context, key string) (loader.File, error) {
 	if info.VersionID != "" && info.VersionID != "null" {
 		version += "@" + info.VersionID
 	}
-	return loader.File{
+	f := loader.File{
 		Key:     key,
 		Size:    info.Size,
 		Version: version,
 		Digests: digests(info.Headers, info.ETag),
-	}, nil
+	}
+	if len(f.Digests) == 0 {
+		// Nothing of the whole object: a multipart upload's digests of
+		// its parts' digests, checked part by part.
+		c, err := s.composite(ctx, key, info)
+		if err != nil {
+			return loader.File{}, err
+		}
+		f.Composite = c
+	}
+	return f, nil
+}
+
+// composite is what a multipart object's HEAD vouches for about its
+// parts: the cheapest COMPOSITE checksum (CRC32C, CRC32, SHA-1, SHA-256 of
+// the parts' checksums), else the multipart ETag (MD5 of the parts' MD5s,
+// not for SSE-KMS or SSE-C objects), with the part size a HEAD of part 1
+// gives. nil when there is none, or the parts are not all of that size
+// but the last (then only the size is checked).
+func (s *Source) composite(ctx context.Context, key string, info minio.ObjectInfo) (*loader.Composite, error) {
+	h := info.Headers
+	var c *loader.Composite
+	for _, k := range []struct {
+		header string
+		size   int
+		alg    loader.Algorithm
+	}{
+		{"x-amz-checksum-crc32c", 4, loader.CRC32C},
+		{"x-amz-checksum-crc32", 4, loader.CRC32},
+		{"x-amz-checksum-sha1", 20, loader.SHA1},
+		{"x-amz-checksum-sha256", 32, loader.SHA256},
+	} {
+		if d, n, ok := compositeValue(h.Get(k.header), k.size); ok {
+			c = &loader.Composite{Algorithm: k.alg, Hex: d, Parts: n}
+			break
+		}
+	}
+	if c == nil {
+		d, n, ok := multipartETag(h, info.ETag)
+		if !ok {
+			return nil, nil
+		}
+		c = &loader.Composite{Algorithm: loader.MD5, Hex: d, Parts: n}
+	}
+	ctx, ra := withRetryAfter(ctx)
+	opts := minio.StatObjectOptions{}
+	opts.PartNumber = 1
+	if err := opts.SetMatchETag(info.ETag); err != nil {
+		return nil, nil //nolint:nilerr // an ETag minio cannot send: size only
+	}
+	part, err := s.core.StatObject(ctx, s.bucket, key, opts)
+	if err != nil {
+		return nil, s.classify(err, s.url(key), ra.get())
+	}
+	c.PartSize = part.Size
+	if pc, err := strconv.Atoi(part.Headers.Get("x-amz-mp-parts-count")); err == nil && c.Parts == 0 {
+		c.Parts = pc
+	}
+	if !c.Valid(info.Size) {
+		return nil, nil
+	}
+	return c, nil
+}
+
+// compositeValue decodes a COMPOSITE checksum, "<base64>-<parts>", to hex
+// and the part count.
+func compositeValue(v string, size int) (string, int, bool) {
+	b64, parts, ok := strings.Cut(strings.TrimSpace(v), "-")
+	if !ok {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(parts)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	d, ok := checksum(b64, size)
+	return d, n, ok
+}
+
+// multipartETag decodes a multipart upload's ETag, "<32 hex>-<parts>":
+// the MD5 of its parts' MD5s, unless the object is encrypted with SSE-KMS
+// or SSE-C (whose ETags are not MD5s).
+func multipartETag(h http.Header, etag string) (string, int, bool) {
+	etag = strings.ToLower(strings.Trim(strings.TrimSpace(etag), `"`))
+	d, parts, ok := strings.Cut(etag, "-")
+	if !ok || len(d) != 32 {
+		return "", 0, false
+	}
+	if _, err := hex.DecodeString(d); err != nil {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(parts)
+	if err != nil || n < 1 {
+		return "", 0, false
+	}
+	if sse := strings.ToLower(h.Get("x-amz-server-side-encryption")); strings.HasPrefix(sse, "aws:kms") ||
+		h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
+		return "", 0, false
+	}
+	return d, n, true
 }
 
 // etagOf is the ETag part of a File's Version.
