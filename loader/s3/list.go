@@ -105,16 +105,7 @@ func (s *Source) stat(ctx context.Context, key string) (loader.File, error) {
 func (s *Source) composite(ctx context.Context, key string, info minio.ObjectInfo) (*loader.Composite, error) {
 	h := info.Headers
 	var c *loader.Composite
-	for _, k := range []struct {
-		header string
-		size   int
-		alg    loader.Algorithm
-	}{
-		{"x-amz-checksum-crc32c", 4, loader.CRC32C},
-		{"x-amz-checksum-crc32", 4, loader.CRC32},
-		{"x-amz-checksum-sha1", 20, loader.SHA1},
-		{"x-amz-checksum-sha256", 32, loader.SHA256},
-	} {
+	for _, k := range checksumHeaders {
 		if d, n, ok := compositeValue(h.Get(k.header), k.size); ok {
 			c = &loader.Composite{Algorithm: k.alg, Hex: d, Parts: n}
 			break
@@ -178,8 +169,7 @@ func multipartETag(h http.Header, etag string) (string, int, bool) {
 	if err != nil || n < 1 {
 		return "", 0, false
 	}
-	if sse := strings.ToLower(h.Get("x-amz-server-side-encryption")); strings.HasPrefix(sse, "aws:kms") ||
-		h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
+	if !etagIsMD5s(h) {
 		return "", 0, false
 	}
 	return d, n, true
@@ -191,6 +181,27 @@ func etagOf(f *loader.File) string {
 	return etag
 }
 
+// checksumHeaders are S3's checksums: the header, the digest's size in
+// bytes, and the algorithm. CRC64NVME is only ever of the whole object.
+var checksumHeaders = []struct {
+	header string
+	size   int
+	alg    loader.Algorithm
+}{
+	{"x-amz-checksum-crc64nvme", 8, loader.CRC64NVME},
+	{"x-amz-checksum-crc32c", 4, loader.CRC32C},
+	{"x-amz-checksum-crc32", 4, loader.CRC32},
+	{"x-amz-checksum-sha1", 20, loader.SHA1},
+	{"x-amz-checksum-sha256", 32, loader.SHA256},
+}
+
+// etagIsMD5s reports whether the object's ETag is made of MD5s: not for
+// SSE-KMS or SSE-C objects.
+func etagIsMD5s(h http.Header) bool {
+	sse := strings.ToLower(h.Get("x-amz-server-side-encryption"))
+	return !strings.HasPrefix(sse, "aws:kms") && h.Get("x-amz-server-side-encryption-customer-algorithm") == ""
+}
+
 // digests are what a HEAD's answer vouches for about the whole object:
 // its full-object checksums (CRC64NVME, which S3 computes for every new
 // upload, CRC32C, CRC32, SHA-1 and SHA-256; composite ones, of the parts,
@@ -199,17 +210,7 @@ func etagOf(f *loader.File) string {
 func digests(h http.Header, etag string) []loader.Digest {
 	var ds []loader.Digest
 	composite := strings.EqualFold(h.Get("x-amz-checksum-type"), "COMPOSITE")
-	for _, c := range []struct {
-		header string
-		size   int
-		alg    loader.Algorithm
-	}{
-		{"x-amz-checksum-crc64nvme", 8, loader.CRC64NVME},
-		{"x-amz-checksum-crc32c", 4, loader.CRC32C},
-		{"x-amz-checksum-crc32", 4, loader.CRC32},
-		{"x-amz-checksum-sha1", 20, loader.SHA1},
-		{"x-amz-checksum-sha256", 32, loader.SHA256},
-	} {
+	for _, c := range checksumHeaders {
 		if d, ok := checksum(h.Get(c.header), c.size); ok && !composite {
 			ds = append(ds, loader.Digest{Algorithm: c.alg, Hex: d})
 		}
@@ -243,10 +244,7 @@ func etagMD5(h http.Header, etag string) (string, bool) {
 	if _, err := hex.DecodeString(etag); err != nil {
 		return "", false
 	}
-	if sse := strings.ToLower(h.Get("x-amz-server-side-encryption")); strings.HasPrefix(sse, "aws:kms") {
-		return "", false
-	}
-	if h.Get("x-amz-server-side-encryption-customer-algorithm") != "" {
+	if !etagIsMD5s(h) {
 		return "", false
 	}
 	return etag, true
