@@ -36,12 +36,12 @@ type s3Bench struct {
 	// profile, when set, is where the loader's last run writes its CPU
 	// profile (--cpuprofile).
 	profile string
-	conc             int
-	srv              *httptest.Server
-	keys             []string
-	total            int64
-	served           atomic.Int64
-	base             string
+	conc    int
+	srv     *httptest.Server
+	keys    []string
+	total   int64
+	served  atomic.Int64
+	base    string
 }
 
 // s3Run is one measured run: until the process exited with every byte on
