@@ -43,6 +43,36 @@ spec:
         image: registry.acme.internal/trainer:v3
 `
 
+// Without --policies, a manifest that carries an exception is rendered
+// as before: the exception is passed through and lifts nothing; one that
+// names a policy not loaded is refused only when policies are given.
+func TestExceptionsWithoutPolicies(t *testing.T) {
+	dir := t.TempDir()
+	ex := filepath.Join(dir, "exception.yaml")
+	if err := os.WriteFile(ex, []byte(exceptionYAML(time.Now().Add(time.Hour))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := runCLI(t, "", "render", "-f", ex)
+	if code != 0 || !strings.Contains(out, "kind: WorkloadPolicyException") {
+		t.Errorf("render of an exception alone: exit %d, stdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	dirPolicies := filepath.Join(dir, "policies.yaml")
+	if err := os.WriteFile(dirPolicies, []byte(`apiVersion: policy.modelgate.io/v1
+kind: WorkloadPolicy
+metadata: {name: other}
+spec:
+  rego: |
+    package t
+    deny contains "no" if false
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code = runCLI(t, "", "render", "--policies", dirPolicies, "-f", ex)
+	if code != 2 || !strings.Contains(stderr, `spec.policies[0]: Not found: "max-gpus-per-pod"`) {
+		t.Errorf("an exception naming a policy not loaded: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // render and audit take the WorkloadPolicyExceptions among the manifests
 // and honour them as the cluster does: a covered denial is a warning
 // (render) or a skip result naming the exception (audit) while it is in

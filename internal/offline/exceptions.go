@@ -126,8 +126,13 @@ func UseExceptions(e *policies.Engine, cfg *config.Configuration, es []*policies
 	e.SetExceptions(x)
 }
 
-// PolicyNames reports whether a policy of that name is among cs.
+// PolicyNames reports whether a policy of that name is among cs; nil
+// (every name accepted) when cs is empty: without policies an exception
+// lifts nothing, and a manifest that carries one is still rendered.
 func PolicyNames(cs []*policies.Compiled) func(string) bool {
+	if len(cs) == 0 {
+		return nil
+	}
 	names := map[string]bool{}
 	for _, c := range cs {
 		names[c.Name()] = true
