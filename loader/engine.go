@@ -147,7 +147,7 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*partSum, erro
 	got := p.skip
 	ps := j.newPartSummer()
 	if ps != nil && got > 0 {
-		if err := j.readBack(ps, p.off, p.off+got, buf); err != nil {
+		if err := j.readBack(ps.write, p.off, p.off+got, buf); err != nil {
 			return nil, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
 		}
 	}

@@ -68,7 +68,7 @@ func newFileJob(f *File, id, target string, partSize int64) *fileJob {
 	var composite *Composite
 	partSize = max(partSize, (f.Size+maxParts-1)/maxParts)
 	switch {
-	case f.Composite.Valid(f.Size) && !f.Sequential && !vouched(f):
+	case byComposite(f):
 		// The upload's own parts: each one's digest is checked.
 		composite, partSize = f.Composite, f.Composite.PartSize
 	case f.Sequential || f.Size <= partSize:
@@ -265,7 +265,7 @@ func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err 
 		}
 		if !j.byParts() {
 			j.mu.Unlock()
-			err := j.hashRange(start, end, buf)
+			err := j.readBack(j.hs.Write, start, end, buf)
 			var st map[Algorithm][]byte
 			if err == nil {
 				startWriteback(j.fh, start, end-start)
@@ -309,7 +309,7 @@ func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err 
 		off, n := j.partRange(k)
 		ps := j.newPartSummer()
 		j.mu.Unlock()
-		err := j.readBack(ps, off, off+n, buf)
+		err := j.readBack(ps.write, off, off+n, buf)
 		j.mu.Lock()
 		if err != nil {
 			return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
@@ -319,29 +319,15 @@ func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err 
 	return j.hashed == j.f.Size, nil
 }
 
-// readBack feeds the bytes [start, end) of the partial file to ps.
-func (j *fileJob) readBack(ps *partSummer, start, end int64, buf []byte) error {
+// readBack feeds the bytes [start, end) of the partial file to feed, a
+// buffer at a time: a part to its summer, a prefix to the file's hashes.
+func (j *fileJob) readBack(feed func([]byte), start, end int64, buf []byte) error {
 	for off := start; off < end; {
 		n := min(int64(len(buf)), end-off)
 		got, err := j.fh.ReadAt(buf[:n], off)
 		if got > 0 {
-			ps.write(buf[:got])
+			feed(buf[:got])
 			off += int64(got)
-		}
-		if err != nil && off < end {
-			return err
-		}
-	}
-	return nil
-}
-
-func (j *fileJob) hashRange(start, end int64, buf []byte) error {
-	for off := start; off < end; {
-		n := min(int64(len(buf)), end-off)
-		k, err := j.fh.ReadAt(buf[:n], off)
-		if k > 0 {
-			j.hs.Write(buf[:k])
-			off += int64(k)
 		}
 		if err != nil && off < end {
 			return err

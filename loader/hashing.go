@@ -144,13 +144,16 @@ const CompositeSuffix = "-parts"
 
 // verifiable reports whether Load checks f's content against its source:
 // a digest of the whole file, or a valid Composite.
-func verifiable(f *File) bool {
-	return vouched(f) || f.Composite.Valid(f.Size) && !f.Sequential
-}
+func verifiable(f *File) bool { return vouched(f) || byComposite(f) }
+
+// byComposite reports whether f is verified by its Composite: it has a
+// valid one, can be fetched in its parts, and lists nothing of the whole.
+func byComposite(f *File) bool { return !vouched(f) && !f.Sequential && f.Composite.Valid(f.Size) }
 
 // vouched reports whether the source listed a digest Load checks.
 func vouched(f *File) bool {
-	return slices.ContainsFunc(f.Digests, func(d Digest) bool { return slices.Contains(known, d.Algorithm) })
+	_, ok := cheapest(f)
+	return ok
 }
 
 // digestOf returns the digest of algorithm a that f lists, or "".
