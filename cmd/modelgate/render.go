@@ -443,16 +443,8 @@ func carriesSeal(obj []byte) bool {
 // local clock, each expired one applying nowhere.
 func useExceptions(e *policies.Engine, cfg *config.Configuration, cs []*policies.Compiled, policyPath string, docs []offline.Document, defaultNS string) error {
 	exists := offline.PolicyNames(cs)
-	var es []*policies.Exception
-	var errs []error
-	if policyPath != "" {
-		if fi, err := os.Stat(policyPath); err == nil && (!fi.IsDir() || !offline.IsPolicyDir(policyPath)) {
-			found, err := offline.LoadExceptions(policyPath, defaultNS, exists)
-			es, errs = append(es, found...), append(errs, err)
-		}
-	}
-	found, err := offline.ExceptionsIn(docs, defaultNS, exists)
-	es, errs = append(es, found...), append(errs, err)
-	offline.UseExceptions(e, cfg, es, nil)
-	return errors.Join(errs...)
+	es, err := offline.PolicyPathExceptions(policyPath, defaultNS, exists)
+	found, ferr := offline.ExceptionsIn(docs, defaultNS, exists)
+	offline.UseExceptions(e, cfg, append(es, found...), nil)
+	return errors.Join(err, ferr)
 }

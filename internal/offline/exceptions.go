@@ -112,6 +112,17 @@ func LoadExceptions(path, defaultNS string, policyExists func(string) bool) ([]*
 	return out, errors.Join(errs...)
 }
 
+// PolicyPathExceptions are the WorkloadPolicyExceptions among the objects
+// of a policy path (a file or directory of WorkloadPolicy objects, as
+// LoadPolicies reads it); none for an empty path or a directory of .rego
+// policies, whose YAML files are settings, not objects.
+func PolicyPathExceptions(policyPath, defaultNS string, exists func(string) bool) ([]*policies.Exception, error) {
+	if policyPath == "" || isPolicyDir(policyPath) {
+		return nil, nil
+	}
+	return LoadExceptions(policyPath, defaultNS, exists)
+}
+
 // UseExceptions makes es the exceptions e applies, under the
 // Configuration's clock skew, judged at now (the local clock when nil).
 func UseExceptions(e *policies.Engine, cfg *config.Configuration, es []*policies.Exception, now func() time.Time) {

@@ -169,25 +169,20 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 }
 
 // caseExceptions are the exceptions of a case file: those among the
-// WorkloadPolicy objects of policyPath (not a policy directory's settings
-// files) and those of exceptionPath, with no namespace when they name
-// none (each case gives its own).
+// WorkloadPolicy objects of policyPath and those of exceptionPath, with no
+// namespace when they name none (each case gives its own).
 func caseExceptions(policyPath, exceptionPath string, exists func(string) bool) ([]*policies.Exception, error) {
-	var out []*policies.Exception
-	var errs []error
-	for _, p := range []string{policyPath, exceptionPath} {
-		if p == "" || (p == policyPath && IsPolicyDir(p)) {
-			continue
-		}
-		es, err := LoadExceptions(p, "", exists)
-		out, errs = append(out, es...), append(errs, err)
+	out, err := PolicyPathExceptions(policyPath, "", exists)
+	if exceptionPath == "" {
+		return out, err
 	}
-	return out, errors.Join(errs...)
+	es, eerr := LoadExceptions(exceptionPath, "", exists)
+	return append(out, es...), errors.Join(err, eerr)
 }
 
-// IsPolicyDir reports whether path is a directory of .rego policies,
+// isPolicyDir reports whether path is a directory of .rego policies,
 // whose .yaml files are policy settings.
-func IsPolicyDir(path string) bool {
+func isPolicyDir(path string) bool {
 	m, _ := filepath.Glob(filepath.Join(path, "*.rego"))
 	return len(m) > 0
 }
