@@ -10,6 +10,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -342,8 +343,13 @@ func onDisk(dest string) int64 {
 }
 
 func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
+	return medianBy(ds, func(d time.Duration) time.Duration { return d })
+}
+
+// medianBy is the element of xs with the median key.
+func medianBy[T any](xs []T, key func(T) time.Duration) T {
+	s := slices.Clone(xs)
+	slices.SortFunc(s, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
 	return s[len(s)/2]
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -51,6 +50,8 @@ type s3Run struct {
 	cpu  time.Duration
 	rss  int64
 }
+
+func (r s3Run) wallTime() time.Duration { return r.wall }
 
 func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
 	b := &s3Bench{binary: binary, partSize: part, conc: conc, base: base}
@@ -112,7 +113,7 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 			}
 			loads = append(loads, l)
 		}
-		f, l := medianRun(floors), medianRun(loads)
+		f, l := medianBy(floors, s3Run.wallTime), medianBy(loads, s3Run.wallTime)
 		gb := float64(b.total) / 1e9
 		row := func(name string, r s3Run) {
 			fmt.Printf("%-12d %-22s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
@@ -252,12 +253,6 @@ func getFloor(dest string, urls []string) error {
 func dropCaches() {
 	syscall.Sync()
 	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0o200)
-}
-
-func medianRun(rs []s3Run) s3Run {
-	s := slices.Clone(rs)
-	slices.SortFunc(s, func(a, b s3Run) int { return int(a.wall - b.wall) })
-	return s[len(s)/2]
 }
 
 // countingWriter counts the bytes a handler writes.
