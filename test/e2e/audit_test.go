@@ -12,12 +12,11 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/audit"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 // noServing denies Deployments named "llm": written after one runs.
@@ -47,11 +46,7 @@ func auditCLI(ctx context.Context, ns string) (stdout, stderr string, code int) 
 
 var _ = Describe("audit", func() {
 	It("reports a running workload that a policy written after it denies, within seconds of the change, and forgets it when the policy goes", func(ctx SpecContext) {
-		s := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
-		Expect(policyv1.AddToScheme(s)).To(Succeed())
-		c, err := client.New(gpuCluster.Developer, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
+		c := warningClient(&env.Warnings{})
 
 		ns := newNamespace(ctx, "audit")
 		d := deployment(ns, "llm", 1, serving("1", nil))

@@ -9,13 +9,12 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/audit"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 // exceptionClockSkew is the simulated cluster's policy.exceptions.clockSkew.
@@ -27,11 +26,7 @@ const exceptionClockSkew = 5 * time.Second
 // Expired, and modelgate audit on the cluster fails it.
 var _ = Describe("exceptions", func() {
 	It("reports a running workload it covers as skip, then as fail once it expires, in both report kinds", func(ctx SpecContext) {
-		s := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
-		Expect(policyv1.AddToScheme(s)).To(Succeed())
-		c, err := client.New(gpuCluster.Developer, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
+		c := warningClient(&env.Warnings{})
 
 		ns := newNamespace(ctx, "exception")
 		Expect(k8s.Create(ctx, deployment(ns, "llm", 1, serving("1", nil)))).To(Succeed())

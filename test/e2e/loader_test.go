@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -316,9 +315,12 @@ var _ = Describe("The injected model loader, on the real node", func() {
 // warningClient acts as the developer and hands the API server's
 // warnings to w.
 func warningClient(w *env.Warnings) client.Client {
+	GinkgoHelper()
 	cfg := rest.CopyConfig(gpuCluster.Developer)
 	cfg.WarningHandlerWithContext = w
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
+	s, err := env.Scheme()
+	Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: s})
 	Expect(err).NotTo(HaveOccurred())
 	return c
 }

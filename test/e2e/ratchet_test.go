@@ -9,8 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
@@ -28,14 +26,8 @@ deny contains sprintf("%s asks for %d GPUs, at most %d", [input.workload.name, i
 
 var _ = Describe("ratcheting", func() {
 	It("lets a controller label a running 8-GPU Pod after max GPUs was tightened to 4, with a warning, and counts it", func(ctx SpecContext) {
-		s := runtime.NewScheme()
-		Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
-		Expect(policyv1.AddToScheme(s)).To(Succeed())
 		warned := &env.Warnings{}
-		cfg := *gpuCluster.Developer
-		cfg.WarningHandlerWithContext = warned
-		c, err := client.New(&cfg, client.Options{Scheme: s})
-		Expect(err).NotTo(HaveOccurred())
+		c := warningClient(warned)
 
 		ns := newNamespace(ctx, "ratchet")
 		d := deployment(ns, "gpu8", 1, serving("8", nil))
