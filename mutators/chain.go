@@ -60,7 +60,7 @@ func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 	in.Previous = prev
 	// The record lists what this pass owns: parts an earlier pass over the
 	// same Target owned and this one removed are no longer modelgate's.
-	t.owns = nil
+	t.owns, t.gpuClaim = nil, nil
 	changed, err := c.Run(t, in)
 	if err != nil {
 		return Result{}, err
@@ -75,7 +75,7 @@ func (c Chain) Apply(t *Target, in *Input) (Result, error) {
 	if len(applied) > 0 {
 		owns := slices.Clone(t.owns)
 		slices.Sort(owns)
-		res.Record = Record{Mutators: applied, Settings: in.Settings.Hash(), Owns: owns}
+		res.Record = Record{Mutators: applied, Settings: in.Settings.Hash(), Owns: owns, GPUClaim: t.gpuClaim}
 	}
 	// Always written, so that a record modelgate did not make (a forged
 	// one, which PreviousRecord ignored) never stays to be sealed.

@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 
@@ -77,6 +78,12 @@ type GPUOptions struct {
 	// TaintKey is the taint GPU nodes carry, nvidia.com/gpu; GPU pods get a
 	// toleration for it with operator Exists.
 	TaintKey string
+	// Allocation is how pods get GPUs when their settings do not say:
+	// through the device plugin (the default) or a DRA claim.
+	Allocation annotations.Allocation
+	// DRA names the driver's device class, attributes and products the
+	// claims select on.
+	DRA gpuclaim.Options
 }
 
 // ProbeOptions are the serving probe presets per engine.

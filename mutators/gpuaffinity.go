@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 )
 
 // GPUPlacementName is the GPUPlacement mutator's stable name.
@@ -26,6 +27,8 @@ func DefaultGPUOptions() GPUOptions {
 		ProductLabel: "nvidia.com/gpu.product",
 		MemoryLabel:  "nvidia.com/gpu.memory",
 		TaintKey:     "nvidia.com/gpu",
+		Allocation:   annotations.AllocationDevicePlugin,
+		DRA:          gpuclaim.DefaultOptions(),
 	}
 }
 
@@ -75,7 +78,8 @@ func (GPUPlacement) Name() string { return GPUPlacementName }
 func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	g := in.Settings.GPU
 	if g.Count <= 0 || in.Container == NoContainer {
-		return releaseGPU(t, in, nil), nil
+		changed := releaseGPU(t, in, nil)
+		return releaseClaims(t, in, nil) || changed, nil
 	}
 	if in.Options == nil {
 		return false, errNoOptions
@@ -87,6 +91,16 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	c, err := servingContainer(t, in)
 	if err != nil {
 		return false, err
+	}
+	if allocation(in) == annotations.AllocationDRA {
+		if _, declared := declaredGPUs(c, in, o.ResourceName); !declared {
+			return claimGPU(t, in, c)
+		}
+		if in.Settings.Explicit(annotations.GPUAllocation) {
+			return false, invalid(draConflict(in.Settings.Origin(annotations.GPUAllocation), c.Name, o.ResourceName))
+		}
+		// The container asks the device plugin itself, and the platform's
+		// default of DRA does not override what the user wrote.
 	}
 	reqs, err := gpuRequirements(g.Products, g.MinMemoryMiB, o)
 	if err != nil {
@@ -118,6 +132,7 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 		keep = append(keep, tolerate)
 	}
 	changed := releaseGPU(t, in, keep)
+	changed = releaseClaims(t, in, nil) || changed
 
 	if setCount {
 		changed = ownQuantity(t, in, &c.Resources.Limits, limits, o.ResourceName, count) || changed
@@ -131,6 +146,27 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 		changed = ownToleration(t, in, tolerate, o.TaintKey) || changed
 	}
 	return changed, nil
+}
+
+// claimGPU gives the container its GPUs through a claim, and takes out
+// what an earlier device-plugin pass set.
+func claimGPU(t *Target, in *Input, c *corev1.Container) (bool, error) {
+	// Products are checked before anything changes: an error leaves the
+	// target as it was.
+	keep, changed, err := claimGPUs(t, in, c)
+	if err != nil {
+		return false, err
+	}
+	changed = releaseGPU(t, in, nil) || changed
+	return releaseClaims(t, in, keep) || changed, nil
+}
+
+// draConflict reports modelgate.io/gpu-allocation: dra, as the object
+// sets it, against a container that asks the device plugin for GPUs.
+func draConflict(o annotations.Origin, container string, name corev1.ResourceName) *field.Error {
+	return field.Invalid(o.Path, string(annotations.AllocationDRA), fmt.Sprintf(
+		"container %q declares %s in its resources, which the device plugin allocates; remove it, or set %s to %s",
+		container, name, annotations.GPUAllocation, annotations.AllocationDevicePlugin))
 }
 
 // declaredGPUs is the count of the GPU resource the container declares

@@ -45,6 +45,8 @@ type Target struct {
 	SpecPath *field.Path
 
 	owns []string
+	// gpuClaim is what the GPU claim this pass added asks for.
+	gpuClaim *annotations.GPUSettings
 }
 
 // Own declares that modelgate created a part of the pod spec in this pass

@@ -24,6 +24,9 @@ import (
 //	startupProbe/<container>
 //	containerPort/<container>/<port>/<name>
 //	env/<container>/<name>=<value>
+//	resourceClaim/<claim>=<template>
+//	claim/<container>/<claim>
+//	label/<key>
 //
 // Container names and operators hold no '/', so the fields before the last
 // split cleanly; resource names, label keys and environment values may
@@ -46,7 +49,7 @@ const (
 
 // containerParts are the kinds whose second field names a container.
 var containerParts = []string{
-	partVolumeMount, partLimits, partRequests, partReadinessProbe, partStartupProbe, partContainerPort, partEnv,
+	partVolumeMount, partLimits, partRequests, partReadinessProbe, partStartupProbe, partContainerPort, partEnv, partClaim,
 }
 
 // part joins a part's fields.

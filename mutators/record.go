@@ -3,6 +3,8 @@ package mutators
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/modelgate/modelgate/api/annotations"
 )
 
 // Record is the value of the modelgate.io/injected annotation: which
@@ -15,6 +17,12 @@ type Record struct {
 	// instead of stacking new ones, and never mistakes a part the user
 	// wrote for its own.
 	Owns []string `json:"owns,omitempty"`
+	// GPUClaim is what the GPU claim modelgate added asks for (count,
+	// products, memory), when the pod gets its GPUs through DRA: the
+	// content of the ResourceClaimTemplate the claim names. The controller
+	// creates that template from it, and the policies count its GPUs before
+	// it exists; both believe it only under a valid seal.
+	GPUClaim *annotations.GPUSettings `json:"gpuClaim,omitempty"`
 }
 
 // Owned reports whether the record says modelgate created the part.
@@ -22,7 +30,7 @@ func (r Record) Owned(part string) bool { return slices.Contains(r.Owns, part) }
 
 // String is the record's canonical JSON form.
 func (r Record) String() string {
-	// A Record holds only strings, so marshalling cannot fail.
+	// A Record holds only plain data, so marshalling cannot fail.
 	b, _ := json.Marshal(r)
 	return string(b)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/test/builders"
 )
 
@@ -41,6 +42,14 @@ var settingVariants = map[string]annotations.Settings{
 	},
 	"GPUs with memory only": {
 		Container: "server", GPU: annotations.GPUSettings{Count: 1, MinMemoryMiB: 40960},
+	},
+	"DRA GPUs on server": {
+		Container: "server",
+		GPU:       annotations.GPUSettings{Count: 2, Products: []string{"NVIDIA-H100-80GB-HBM3"}, MinMemoryMiB: 81920, Allocation: annotations.AllocationDRA},
+	},
+	"DRA GPUs on proxy, other values": {
+		Container: "proxy",
+		GPU:       annotations.GPUSettings{Count: 1, Products: []string{"NVIDIA-L4"}, Allocation: annotations.AllocationDRA},
 	},
 	"an engine only, another port": {
 		Container: "server", Serving: annotations.ServingSettings{Engine: annotations.EngineVLLM, Port: 8080, WarmupTimeoutSeconds: 60},
@@ -94,6 +103,9 @@ func TestReinjectionConverges(t *testing.T) {
 					got := pass(t, tg, second)
 					if diff := cmp.Diff(fresh.PodSpec, tg.PodSpec, anyRequirementOrder); diff != "" {
 						t.Errorf("pod spec differs from a fresh injection (-fresh +got):\n%s", diff)
+					}
+					if f, g := fresh.PodMeta().Labels[gpuclaim.TemplateLabel], tg.PodMeta().Labels[gpuclaim.TemplateLabel]; f != g {
+						t.Errorf("pod label %s = %q, a fresh injection has %q", gpuclaim.TemplateLabel, g, f)
 					}
 					if diff := cmp.Diff(want.Record.Owns, got.Record.Owns); diff != "" {
 						t.Errorf("owned parts differ from a fresh injection (-fresh +got):\n%s", diff)

@@ -49,6 +49,9 @@ type Policies struct {
 	// Seal verifies the reserved metadata the object carries: only what
 	// modelgate sealed reads as the owner, team and injection record.
 	Seal *seal.Key
+	// Claims finds what the pod's resource claims ask for; nil knows only
+	// the GPU claim modelgate's sealed record names.
+	Claims workload.ClaimResolver
 }
 
 // Check builds the workload's view, converts what the policies may read of
@@ -66,6 +69,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		UserInfo:         w.UserInfo,
 		NamespaceLabels:  w.NamespaceLabels,
 		GPU:              p.GPU,
+		Claims:           p.Claims,
 		Sealed:           p.Seal.Verify(w.Namespace, w.Object),
 	})
 	d := p.Engine.Evaluate(ctx, policies.Review{

@@ -1,8 +1,11 @@
 package webhook
 
 import (
-	"github.com/modelgate/modelgate/internal/seal"
+	"maps"
 	"slices"
+
+	"github.com/modelgate/modelgate/internal/gpuclaim"
+	"github.com/modelgate/modelgate/internal/seal"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -41,6 +44,8 @@ func mutatorOptions(cfg *config.Configuration) *mutators.Options {
 			ProductLabel: in.GPU.ProductLabel,
 			MemoryLabel:  in.GPU.MemoryLabel,
 			TaintKey:     in.GPU.TaintKey,
+			Allocation:   annotations.Allocation(in.GPU.Allocation),
+			DRA:          draOptions(&in.GPU.DRA),
 		},
 		Probes: mutators.ProbeOptions{
 			Presets:       mutators.DefaultProbePresets(),
@@ -68,8 +73,21 @@ func mutatorOptions(cfg *config.Configuration) *mutators.Options {
 // gpuKeys are the GPU names the policies' workload view reads.
 func gpuKeys(in *config.Injection) policyview.GPUKeys {
 	return policyview.GPUKeys{
-		ResourceName: corev1.ResourceName(in.GPU.ResourceName),
-		ProductLabel: in.GPU.ProductLabel,
-		MemoryLabel:  in.GPU.MemoryLabel,
+		ResourceName:     corev1.ResourceName(in.GPU.ResourceName),
+		ProductLabel:     in.GPU.ProductLabel,
+		MemoryLabel:      in.GPU.MemoryLabel,
+		DRA:              draOptions(&in.GPU.DRA),
+		GPUDeviceClasses: slices.Clone(in.GPU.DRA.GPUDeviceClasses),
+	}
+}
+
+// draOptions are the DRA names the mutators and the policy view share.
+func draOptions(d *config.GPUDRA) gpuclaim.Options {
+	return gpuclaim.Options{
+		Driver:           d.Driver,
+		DeviceClassName:  d.DeviceClassName,
+		ProductAttribute: d.ProductAttribute,
+		MemoryCapacity:   d.MemoryCapacity,
+		Products:         maps.Clone(d.Products),
 	}
 }

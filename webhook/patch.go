@@ -28,8 +28,8 @@ import (
 // re-encoded.
 //
 // The sections are, for every metadata the target carries, its labels and
-// annotations; in the pod spec, initContainers, volumes, tolerations and
-// affinity; and in the serving container, in every container the previous
+// annotations; in the pod spec, initContainers, volumes, tolerations,
+// affinity and resourceClaims; and in the serving container, in every container the previous
 // Injected record names and in every container that mounts model-store,
 // resources, env, volumeMounts, ports, readinessProbe and startupProbe. A
 // mutator must change nothing else: the golden tests
@@ -42,6 +42,7 @@ type snapshot struct {
 	volumes             []corev1.Volume
 	tolerations         []corev1.Toleration
 	affinity            *corev1.Affinity
+	resourceClaims      []corev1.PodResourceClaim
 	containers          []containerSections
 }
 
@@ -88,6 +89,7 @@ func takeSnapshot(t *mutators.Target, serving int, prev mutators.Record) *snapsh
 	s.volumes = slices.Clone(spec.Volumes)
 	s.tolerations = slices.Clone(spec.Tolerations)
 	s.affinity = spec.Affinity.DeepCopy()
+	s.resourceClaims = slices.Clone(spec.ResourceClaims)
 	recorded := prev.Containers()
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
@@ -121,6 +123,8 @@ func buildPatch(s *snapshot, t *mutators.Target, metaPaths []*field.Path) []json
 	if !equality.Semantic.DeepEqual(s.affinity, spec.Affinity) {
 		ops = fieldOp(ops, specPath+"/affinity", s.affinity != nil, spec.Affinity != nil, spec.Affinity)
 	}
+	ops = namedListOps(ops, specPath+"/resourceClaims", s.resourceClaims, spec.ResourceClaims,
+		func(c corev1.PodResourceClaim) string { return c.Name })
 	for _, before := range s.containers {
 		ops = containerOps(ops, specPath+"/containers/"+strconv.Itoa(before.index), before, &spec.Containers[before.index])
 	}

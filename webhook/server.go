@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +40,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/api/install"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -128,9 +130,11 @@ func newWebhookServer(cfg *config.Configuration, d *drain, tlsOpts []func(*tls.C
 
 // registerWorkloads registers the workload webhooks: /mutate and
 // /validate.
-func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine, pm *PolicyMetrics) {
+func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine, pm *PolicyMetrics, claims policyview.ClaimResolver) {
 	srv.Register(MutatePath, newReviewHTTP(NewMutating(cfg, ns, NewMetrics(defaultRegistry))))
-	srv.Register(ValidatePath, newReviewHTTP(NewValidating(cfg, engine, ns, pm)))
+	v := NewValidating(cfg, engine, ns, pm)
+	v.checker.Claims = claims
+	srv.Register(ValidatePath, newReviewHTTP(v))
 }
 
 // NewWorkloadServer is the workload webhooks' HTTPS server (/mutate and
@@ -144,7 +148,7 @@ func NewWorkloadServer(cfg *config.Configuration, ns NamespaceLabeler, compiled 
 	pm := NewPolicyMetrics(defaultRegistry)
 	engine := newEngine(cfg, pm)
 	engine.Swap(policies.NewSet(compiled...))
-	registerWorkloads(srv, cfg, ns, engine, pm)
+	registerWorkloads(srv, cfg, ns, engine, pm, nil)
 	return srv
 }
 
@@ -173,6 +177,7 @@ func CacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			&appsv1.Deployment{}: only, &appsv1.ReplicaSet{}: only,
 			&corev1.Service{}: only, &corev1.Pod{}: only,
+			&resourcev1.ResourceClaim{}: claimCacheOptions(),
 		},
 	}
 }
@@ -239,11 +244,21 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	engine := newEngine(cfg, pm)
 	registerLoaded(engine)
 	store := policies.NewStore(engine)
-	registerWorkloads(srv, cfg, ns, engine, pm)
+	claims := &cachedClaims{reader: mgr.GetCache()}
+	registerWorkloads(srv, cfg, ns, engine, pm, claims)
 	srv.Register(ValidatePolicyPath, &admission.Webhook{
 		Handler:      PolicyValidator{},
 		RecoverPanic: ptr.To(true),
 	})
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+		return claims.start(ctx, mgr.GetCache(), mgr.GetRESTMapper())
+	})); err != nil {
+		return fmt.Errorf("adding the resource claim cache: %w", err)
+	}
+	templates := &ClaimTemplateReconciler{Client: mgr.GetClient(), DRA: draOptions(&cfg.Injection.GPU.DRA), Seal: recordKey(cfg)}
+	if err := templates.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := registerAIInference(mgr, cfg, engine, ns, pm); err != nil {
 		return err
 	}

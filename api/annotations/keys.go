@@ -53,6 +53,12 @@ const (
 	GPUProduct = Prefix + "gpu-product"
 	// GPUMemory is the minimum memory per GPU in MiB.
 	GPUMemory = Prefix + "gpu-memory"
+	// GPUAllocation is how the GPUs are allocated: "device-plugin" (the
+	// extended resource, node affinity and the GPU taint's toleration) or
+	// "dra" (a resource claim from a ResourceClaimTemplate whose CEL
+	// selectors pick the product and memory). Unset, the Configuration's
+	// injection.gpu.allocation decides.
+	GPUAllocation = Prefix + "gpu-allocation"
 
 	// Engine picks the serving probe preset: vllm, sglang, tgi, triton or
 	// custom.
@@ -77,7 +83,7 @@ const (
 // Inject), in the order errors are reported.
 var SettingKeys = []string{
 	Model, ModelMount, ModelCache, ModelSize, ModelCredentials, ModelCredentialsKeys,
-	GPU, GPUProduct, GPUMemory,
+	GPU, GPUProduct, GPUMemory, GPUAllocation,
 	Engine, Port, HealthPath, WarmupTimeout,
 	Container, Profile,
 }

@@ -113,6 +113,7 @@ type typed struct {
 	gpu         int64
 	products    []string
 	gpuMemory   int64
+	allocation  Allocation
 	engine      EngineName
 	port        int32
 	healthPath  string
@@ -136,6 +137,10 @@ var setters = map[string]func(t *typed, s string) error{
 	GPUProduct: func(t *typed, s string) (err error) { t.products, err = ParseProducts(s); return err },
 	GPUMemory: func(t *typed, s string) (err error) {
 		t.gpuMemory, err = ParsePositiveInt(s, MaxGPUMemoryMiB)
+		return err
+	},
+	GPUAllocation: func(t *typed, s string) (err error) {
+		t.allocation, err = ParseGPUAllocation(s)
 		return err
 	},
 	Engine:     func(t *typed, s string) (err error) { t.engine, err = ParseEngine(s); return err },
@@ -226,7 +231,7 @@ func valueError(key string, v value, err error) *field.Error {
 // requires maps a setting to the one it only makes sense with.
 var requires = map[string]string{
 	ModelMount: Model, ModelCache: Model, ModelSize: Model, ModelCredentials: Model, ModelCredentialsKeys: ModelCredentials,
-	GPUProduct: GPU, GPUMemory: GPU,
+	GPUProduct: GPU, GPUMemory: GPU, GPUAllocation: GPU,
 	Port: Engine, HealthPath: Engine,
 }
 
@@ -342,6 +347,9 @@ func (t *typed) settings(ok map[string]bool) Settings {
 		}
 		if ok[GPUMemory] {
 			s.GPU.MinMemoryMiB = t.gpuMemory
+		}
+		if ok[GPUAllocation] {
+			s.GPU.Allocation = t.allocation
 		}
 	}
 	if ok[Engine] {

@@ -112,7 +112,26 @@ type GPUSettings struct {
 	Count        int64    `json:"count,omitempty"`
 	Products     []string `json:"products,omitempty"`
 	MinMemoryMiB int64    `json:"minMemoryMiB,omitempty"`
+	// Allocation is modelgate.io/gpu-allocation; empty leaves it to the
+	// Configuration.
+	Allocation Allocation `json:"allocation,omitempty"`
 }
+
+// Allocation is how a pod gets its GPUs (modelgate.io/gpu-allocation).
+type Allocation string
+
+// The GPU allocations.
+const (
+	// AllocationDevicePlugin asks for the device plugin's extended
+	// resource and places the pod by node affinity.
+	AllocationDevicePlugin Allocation = "device-plugin"
+	// AllocationDRA asks through a resource claim (dynamic resource
+	// allocation, resource.k8s.io/v1).
+	AllocationDRA Allocation = "dra"
+)
+
+// GPUAllocations lists the allocations, in the order messages show them.
+var GPUAllocations = []Allocation{AllocationDevicePlugin, AllocationDRA}
 
 // EngineName is a serving engine, which picks probe presets.
 type EngineName string

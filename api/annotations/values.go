@@ -27,6 +27,16 @@ const (
 	MaxHealthPathLength = 256
 )
 
+// ParseGPUAllocation parses a modelgate.io/gpu-allocation value.
+func ParseGPUAllocation(s string) (Allocation, error) {
+	for _, a := range GPUAllocations {
+		if s == string(a) {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("must be one of: %s, %s", AllocationDevicePlugin, AllocationDRA)
+}
+
 // ParseCache parses a modelgate.io/model-cache value: "disk", "memory" or
 // "pvc:<claim>".
 func ParseCache(s string) (Cache, error) {

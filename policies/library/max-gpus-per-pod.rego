@@ -2,7 +2,11 @@
 # per-namespace limits.
 #
 # A pod's GPUs are input.workload.gpu.count: the sum over its containers, or
-# its largest init container when that asks for more. For a Deployment,
+# its largest init container when that asks for more. A container's GPUs
+# are its nvidia.com/gpu (and MIG) limits and the GPU devices of the
+# resource claims it uses (DRA), so a DRA pod is held to the same limit. A
+# GPU claim with allocationMode All, or one whose template cannot be found,
+# is denied: its GPUs cannot be counted. For a Deployment,
 # StatefulSet, Job or CronJob the limit applies to each pod of the template.
 # It applies on CREATE and UPDATE alike.
 #
@@ -31,6 +35,28 @@ deny contains msg if {
 		holding,
 		at_most(allowed),
 		input.workload.namespace,
+	])
+}
+
+# A GPU request under DRA with allocationMode All takes every matching GPU of
+# the node it lands on: no count to hold to the limit.
+deny contains msg if {
+	some d in input.workload.gpu.devices
+	d.gpu
+	d.allocationMode == "All"
+	msg := sprintf("%s asks for every GPU of a node (resource claim %q, request %q: allocationMode All of device class %q); ask for an exact count, at most %v per pod", [
+		pods, d.claim, d.request, d.deviceClass,
+		object.get(input.parameters, ["namespaces", input.workload.namespace], object.get(input.parameters, ["max"], 8)),
+	])
+}
+
+# A resource claim whose template or ResourceClaim modelgate cannot find
+# may hold any number of GPUs: it is refused rather than let through
+# uncounted. Create the template (or claim) before the pod.
+deny contains msg if {
+	some name in input.workload.gpu.unresolvedClaims
+	msg := sprintf("%s uses resource claim %q, whose ResourceClaimTemplate or ResourceClaim was not found in namespace %q, so its GPUs cannot be counted; create it first, then retry", [
+		pods, name, input.workload.namespace,
 	])
 }
 

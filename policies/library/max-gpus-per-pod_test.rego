@@ -110,3 +110,30 @@ test_names_the_pods_in_the_workloads_own_words if {
 	policy.deny == {`each pod of CronJob "nightly-eval" asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as of_kind(r, "CronJob", "batch/v1", "nightly-eval")
 	policy.deny == {`each pod of Job "pretrain" asks for 10 GPUs (container "a": 6, container "b": 4); at most 8 are allowed per pod in namespace "team-a"`} with input as of_kind(r, "Job", "batch/v1", "pretrain")
 }
+
+dra_device(mode, n) := {"claim": "modelgate-gpu", "request": "gpu", "deviceClass": "gpu.nvidia.com", "allocationMode": mode, "count": n, "gpu": true}
+
+with_devices(r, devices, unresolved) := object.union(r, {"workload": {"gpu": {"devices": devices, "unresolvedClaims": unresolved}}})
+
+test_counts_dra_gpus_as_limits if {
+	# The view counts a claim's GPUs into the container's gpus.
+	r := with_devices(review([container("vllm", 12)], {}), [dra_device("ExactCount", 12)], [])
+	some msg in policy.deny with input as r
+	contains(msg, "12 GPUs")
+}
+
+test_denies_a_gpu_claim_for_every_device if {
+	r := with_devices(review([container("vllm", 0)], {}), [dra_device("All", 0)], [])
+	policy.deny == {`each pod of Deployment "llama" asks for every GPU of a node (resource claim "modelgate-gpu", request "gpu": allocationMode All of device class "gpu.nvidia.com"); ask for an exact count, at most 8 per pod`} with input as r
+}
+
+test_allows_an_all_request_for_other_devices if {
+	nic := object.union(dra_device("All", 0), {"deviceClass": "rdma.example.com", "gpu": false})
+	r := with_devices(review([container("vllm", 1)], {}), [nic], [])
+	count(policy.deny) == 0 with input as r
+}
+
+test_denies_an_unresolved_claim if {
+	r := with_devices(review([container("vllm", 1)], {}), [], ["accel"])
+	policy.deny == {`each pod of Deployment "llama" uses resource claim "accel", whose ResourceClaimTemplate or ResourceClaim was not found in namespace "team-a", so its GPUs cannot be counted; create it first, then retry`} with input as r
+}

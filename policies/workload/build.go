@@ -33,6 +33,7 @@ func Build(s Source) *View {
 		owner, team = obj.Labels[annotations.OwnerLabel], obj.Labels[annotations.TeamLabel]
 		injected = validRecord(obj.Annotations[annotations.Injected])
 	}
+	devices, unresolved := claimDevices(&s, spec)
 	v := &View{
 		Kind:                s.Kind,
 		APIVersion:          s.APIVersion,
@@ -52,8 +53,8 @@ func Build(s Source) *View {
 		HostNetwork:         spec.HostNetwork,
 		HostPID:             spec.HostPID,
 		HostIPC:             spec.HostIPC,
-		Containers:          containers(spec.Containers, s.GPU.ResourceName),
-		InitContainers:      containers(spec.InitContainers, s.GPU.ResourceName),
+		Containers:          containers(spec.Containers, s.GPU.ResourceName, devices),
+		InitContainers:      containers(spec.InitContainers, s.GPU.ResourceName, devices),
 		EphemeralContainers: ephemeralContainers(spec.EphemeralContainers),
 		GPU:                 gpu(spec, s.Settings.GPU, s.GPU),
 		Model:               model(s.Settings.Model),
@@ -62,6 +63,7 @@ func Build(s Source) *View {
 	if v.UserInfo.Groups == nil {
 		v.UserInfo.Groups = []string{}
 	}
+	v.GPU.Devices, v.GPU.UnresolvedClaims = orNone(devices), orNone(unresolved)
 	v.GPU.Count = podGPUs(v, spec)
 	v.Serving = v.Engine != ""
 	return v
@@ -75,7 +77,15 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-func containers(cs []corev1.Container, gpuName corev1.ResourceName) []Container {
+// orNone returns l, or an empty slice for nil, so that the view says [].
+func orNone[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
+
+func containers(cs []corev1.Container, gpuName corev1.ResourceName, devices []Device) []Container {
 	out := make([]Container, len(cs))
 	for i := range cs {
 		c := &cs[i]
@@ -90,7 +100,7 @@ func containers(cs []corev1.Container, gpuName corev1.ResourceName) []Container 
 		out[i] = Container{
 			Name:            c.Name,
 			Image:           c.Image,
-			GPUs:            gpus(c, gpuName),
+			GPUs:            gpus(c, gpuName) + claimGPUs(c, devices),
 			Claims:          claimNames(c),
 			Resources:       Resources{Limits: quantities(c.Resources.Limits), Requests: quantities(c.Resources.Requests)},
 			SecurityContext: sc,
@@ -178,7 +188,7 @@ func ephemeralContainers(es []corev1.EphemeralContainer) []Container {
 	for i := range es {
 		cs[i] = corev1.Container(es[i].EphemeralContainerCommon)
 	}
-	return containers(cs, "")
+	return containers(cs, "", nil)
 }
 
 // podGPUs is the pod's effective GPU request, by the rule Kubernetes

@@ -53,7 +53,7 @@ func TestBuildKinds(t *testing.T) {
 		NamespaceLabels: map[string]string{},
 		Owner:           "alice", Team: "nlp", Injected: true,
 		Containers: []Container{server}, InitContainers: []Container{}, EphemeralContainers: []Container{},
-		GPU: GPU{Resource: string(gpuResource), Products: []string{}, Claims: []string{}},
+		GPU: GPU{Resource: string(gpuResource), Products: []string{}, Claims: []string{}, Devices: []Device{}, UnresolvedClaims: []string{}},
 	}
 	for _, kind := range builders.Kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestBuildDeployment(t *testing.T) {
 			Ports: []int32{}, Claims: []string{},
 		}},
 		EphemeralContainers: []Container{},
-		GPU:                 GPU{Resource: "nvidia.com/gpu", Count: 1, Products: []string{"NVIDIA-A100-SXM4-80GB"}, MemoryMiB: 40960, Claims: []string{}},
+		GPU:                 GPU{Resource: "nvidia.com/gpu", Count: 1, Products: []string{"NVIDIA-A100-SXM4-80GB"}, MemoryMiB: 40960, Claims: []string{}, Devices: []Device{}, UnresolvedClaims: []string{}},
 		Model: &Model{URI: "hf://meta-llama/Llama-3.1-8B@" + commit, Scheme: "hf",
 			Path: "meta-llama/Llama-3.1-8B", Org: "meta-llama", Revision: commit, Pinned: true},
 		Engine:  "vllm",
@@ -195,7 +195,7 @@ func TestBuildGPUCount(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			keys := tc.keys
-			if keys == (GPUKeys{}) {
+			if keys.ResourceName == "" && keys.ProductLabel == "" {
 				keys = nvidia
 			}
 			v := Build(Source{GPU: keys, PodSpec: &corev1.PodSpec{Containers: tc.containers, InitContainers: tc.initContainers}})

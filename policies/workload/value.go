@@ -93,6 +93,8 @@ func (v *View) top(b *builder, i int) *ast.Term {
 			ast.Item(keyProducts, stringArray(b, v.GPU.Products)),
 			ast.Item(keyMemoryMiB, b.num(v.GPU.MemoryMiB)),
 			ast.Item(keyClaims, stringArray(b, v.GPU.Claims)),
+			ast.Item(keyDevices, b.deviceArray(v.GPU.Devices)),
+			ast.Item(keyUnresolvedClaims, stringArray(b, v.GPU.UnresolvedClaims)),
 		)
 	case keyModel:
 		return b.modelTerm(v.Model)
@@ -150,6 +152,25 @@ func (b *builder) modelTerm(m *Model) *ast.Term {
 		ast.Item(keyDigest, b.str(m.Digest)),
 		ast.Item(keyPinned, ast.InternedTerm(m.Pinned)),
 	)
+}
+
+func (b *builder) deviceArray(ds []Device) *ast.Term {
+	if ds == nil {
+		return ast.InternedNullTerm
+	}
+	terms := make([]*ast.Term, len(ds))
+	for i := range ds {
+		d := &ds[i]
+		terms[i] = b.object(
+			ast.Item(keyClaim, b.str(d.Claim)),
+			ast.Item(keyRequest, b.str(d.Request)),
+			ast.Item(keyDeviceClass, b.str(d.DeviceClass)),
+			ast.Item(keyAllocationMode, b.str(d.AllocationMode)),
+			ast.Item(keyCount, b.num(d.Count)),
+			ast.Item(keyGPU, ast.InternedTerm(d.GPU)),
+		)
+	}
+	return ast.ArrayTerm(terms...)
 }
 
 func (b *builder) containerArray(cs []Container) *ast.Term {

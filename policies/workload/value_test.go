@@ -218,7 +218,8 @@ func TestEmptyViewValues(t *testing.T) {
 		"namespaceLabels": map[string]any{}, "owner": "", "team": "", "injected": false,
 		"servingContainer": "", "hostNetwork": false, "hostPID": false, "hostIPC": false,
 		"containers": []any{}, "initContainers": []any{}, "ephemeralContainers": []any{},
-		"gpu":   map[string]any{"resource": "", "count": float64(0), "products": []any{}, "memoryMiB": float64(0), "claims": []any{}},
+		"gpu": map[string]any{"resource": "", "count": float64(0), "products": []any{}, "memoryMiB": float64(0), "claims": []any{},
+			"devices": []any{}, "unresolvedClaims": []any{}},
 		"model": nil, "engine": "", "serving": false,
 	}
 	b, err := json.Marshal(Build(Source{}))

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 )
 
 // Source is what a View is built from: the pieces the webhook (or the
@@ -43,6 +44,9 @@ type Source struct {
 	NamespaceLabels map[string]string
 	// GPU names the GPU resource and node labels, from the Configuration.
 	GPU GPUKeys
+	// Claims finds what the pod's resource claims ask for; nil knows none
+	// but the template modelgate's own GPU settings stand for.
+	Claims ClaimResolver
 	// Sealed reports that modelgate sealed the object's reserved metadata
 	// (internal/seal): only then do its owner, team and injection record
 	// reach the view, so a hand-written one reads as absent.
@@ -59,6 +63,12 @@ type GPUKeys struct {
 	ProductLabel string
 	// MemoryLabel is the node label holding memory per GPU in MiB.
 	MemoryLabel string
+	// DRA names the driver's device class, attributes and products: the
+	// template modelgate's GPU settings stand for is known without a
+	// lookup.
+	DRA gpuclaim.Options
+	// GPUDeviceClasses are the device classes whose devices count as GPUs.
+	GPUDeviceClasses []string
 }
 
 // View is input.workload. Its JSON tags are the policy input contract; Build
@@ -124,11 +134,12 @@ type Container struct {
 	Image string `json:"image"`
 	// GPUs is the GPU devices the container holds: the GPU resource's
 	// limit, else its request, plus every NVIDIA MIG instance
-	// (nvidia.com/mig-*); 0 when none.
+	// (nvidia.com/mig-*), plus the GPU devices (ExactCount) of the resource
+	// claims it uses; 0 when none.
 	GPUs int64 `json:"gpus"`
 	// Claims are the names of the pod's resource claims (dynamic resource
-	// allocation) the container uses, in spec order. modelgate cannot see
-	// a claim's device class, so policies treat a claim as a GPU.
+	// allocation) the container uses, in spec order; gpu.devices says what
+	// each asks for.
 	Claims    []string  `json:"claims"`
 	Resources Resources `json:"resources"`
 	// SecurityContext is the container's, in Kubernetes' JSON form; the
@@ -168,6 +179,13 @@ type GPU struct {
 	// Claims are the names of the pod's resource claims
 	// (spec.resourceClaims, dynamic resource allocation), in spec order.
 	Claims []string `json:"claims"`
+	// Devices are the device requests of those claims, in spec order:
+	// GPUs (counted in Count, as the containers that use the claim hold
+	// them) and other drivers' devices.
+	Devices []Device `json:"devices"`
+	// UnresolvedClaims are the claims whose template or ResourceClaim
+	// modelgate could not find, so what they ask for is unknown.
+	UnresolvedClaims []string `json:"unresolvedClaims"`
 }
 
 // Model is the parsed modelgate.io/model URI. It never holds credentials.

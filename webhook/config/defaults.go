@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/internal/version"
 	"github.com/modelgate/modelgate/mutators"
 )
@@ -189,6 +192,10 @@ func Default(c *Configuration) {
 	if g.TaintKey == "" {
 		g.TaintKey = dg.TaintKey
 	}
+	if g.Allocation == "" {
+		g.Allocation = string(annotations.AllocationDevicePlugin)
+	}
+	defaultDRA(&g.DRA)
 	if in.Probes.PeriodSeconds == 0 {
 		in.Probes.PeriodSeconds = mutators.DefaultProbePeriodSeconds
 	}
@@ -255,4 +262,30 @@ func New() *Configuration {
 	c := &Configuration{}
 	Default(c)
 	return c
+}
+
+// defaultDRA fills in NVIDIA's DRA driver's names.
+func defaultDRA(d *GPUDRA) {
+	dd := gpuclaim.DefaultOptions()
+	if d.Driver == "" {
+		d.Driver = dd.Driver
+	}
+	if d.DeviceClassName == "" {
+		d.DeviceClassName = dd.DeviceClassName
+	}
+	if d.ProductAttribute == "" {
+		d.ProductAttribute = dd.ProductAttribute
+	}
+	if d.MemoryCapacity == "" {
+		d.MemoryCapacity = dd.MemoryCapacity
+	}
+	if d.Products == nil {
+		d.Products = dd.Products
+	}
+	if d.GPUDeviceClasses == nil {
+		d.GPUDeviceClasses = []string{"gpu.nvidia.com", "mig.nvidia.com"}
+	}
+	if !slices.Contains(d.GPUDeviceClasses, d.DeviceClassName) {
+		d.GPUDeviceClasses = append(d.GPUDeviceClasses, d.DeviceClassName)
+	}
 }

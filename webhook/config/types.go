@@ -215,6 +215,42 @@ type GPU struct {
 	MemoryLabel string `json:"memoryLabel,omitempty"`
 	// TaintKey is the taint GPU nodes carry. Defaults to nvidia.com/gpu.
 	TaintKey string `json:"taintKey,omitempty"`
+	// Allocation is how opted-in Pods get their GPUs when the object (or
+	// its profile) sets no modelgate.io/gpu-allocation: "device-plugin"
+	// (the default: ResourceName's limit, node affinity on the product and
+	// memory labels, the taint's toleration) or "dra" (a resource claim;
+	// see DRA and docs/injection.md, "GPUs through DRA").
+	Allocation string `json:"allocation,omitempty"`
+	// DRA names the DRA driver's device class, attributes and products.
+	DRA GPUDRA `json:"dra,omitempty"`
+}
+
+// GPUDRA names what the ResourceClaimTemplates modelgate makes select on.
+// Defaults are NVIDIA's DRA driver's (k8s-dra-driver-gpu).
+type GPUDRA struct {
+	// Driver is the driver's name, the domain of its device attributes and
+	// capacities. Defaults to gpu.nvidia.com.
+	Driver string `json:"driver,omitempty"`
+	// DeviceClassName is the DeviceClass the claims ask from. Defaults to
+	// gpu.nvidia.com.
+	DeviceClassName string `json:"deviceClassName,omitempty"`
+	// ProductAttribute is the device attribute that names the product.
+	// Defaults to productName.
+	ProductAttribute string `json:"productAttribute,omitempty"`
+	// MemoryCapacity is the device capacity holding memory per GPU.
+	// Defaults to memory.
+	MemoryCapacity string `json:"memoryCapacity,omitempty"`
+	// Products maps modelgate.io/gpu-product's values (GPU Feature
+	// Discovery's node label values) to the product attribute's values.
+	// Set, it replaces the default table, NVIDIA's data-centre GPUs
+	// (internal/gpuclaim.DefaultProducts); a product it does not map is
+	// refused when a Pod asks for it through DRA.
+	Products map[string]string `json:"products,omitempty"`
+	// GPUDeviceClasses are the device classes whose devices the policy
+	// view counts as GPUs (input.workload.gpu.count), as it counts the
+	// device plugin's resource and MIG instances. Defaults to
+	// [gpu.nvidia.com, mig.nvidia.com]; DeviceClassName is always one.
+	GPUDeviceClasses []string `json:"gpuDeviceClasses,omitempty"`
 }
 
 // Probes configures the serving probes.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -53,6 +54,8 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(gp.Child(name), v, strings.Join(msgs, "; ")))
 		}
 	}
+
+	errs = append(errs, validateGPUAllocation(&in.GPU, gp)...)
 
 	pp := p.Child("probes")
 	if in.Probes.PeriodSeconds < 1 || in.Probes.PeriodSeconds > 60 {
@@ -132,3 +135,45 @@ func validateLoaderEnv(env []EnvVar, p *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// validateGPUAllocation checks the allocation and the DRA names.
+func validateGPUAllocation(g *GPU, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if _, err := annotations.ParseGPUAllocation(g.Allocation); err != nil {
+		errs = append(errs, field.NotSupported(p.Child("allocation"), g.Allocation, annotations.GPUAllocations))
+	}
+	dp := p.Child("dra")
+	if msgs := validation.IsDNS1123Subdomain(g.DRA.Driver); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(dp.Child("driver"), g.DRA.Driver, strings.Join(msgs, "; ")))
+	}
+	for i, c := range append([]string{g.DRA.DeviceClassName}, g.DRA.GPUDeviceClasses...) {
+		path := dp.Child("deviceClassName")
+		if i > 0 {
+			path = dp.Child("gpuDeviceClasses").Index(i - 1)
+		}
+		if msgs := validation.IsDNS1123Subdomain(c); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path, c, strings.Join(msgs, "; ")))
+		}
+	}
+	// Attribute and capacity names are C identifiers in CEL (and at most
+	// 32 characters in a ResourceSlice).
+	for name, v := range map[string]string{"productAttribute": g.DRA.ProductAttribute, "memoryCapacity": g.DRA.MemoryCapacity} {
+		if !celIdentifier.MatchString(v) {
+			errs = append(errs, field.Invalid(dp.Child(name), v, "must be a C identifier of at most 32 characters (a device attribute or capacity name)"))
+		}
+	}
+	pp := dp.Child("products")
+	for _, k := range slices.Sorted(maps.Keys(g.DRA.Products)) {
+		if _, err := annotations.ParseProduct(k); err != nil {
+			errs = append(errs, field.Invalid(pp.Key(k), k, "must be a value modelgate.io/gpu-product accepts"))
+		}
+		if v := g.DRA.Products[k]; v == "" || len(v) > 64 || strings.ContainsAny(v, "\"\\\n") {
+			errs = append(errs, field.Invalid(pp.Key(k), v, "must be a product name of 1 to 64 characters without quotes, backslashes or newlines"))
+		}
+	}
+	return errs
+}
+
+// celIdentifier is a device attribute or capacity name as CEL and the
+// ResourceSlice API accept it.
+var celIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,31}$`)

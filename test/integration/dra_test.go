@@ -1,0 +1,158 @@
+package integration_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
+	"github.com/modelgate/modelgate/test/builders"
+)
+
+// Issue 31, item 1: the same GPU annotations, allocated through DRA.
+var _ = Describe("GPUs through DRA", Ordered, func() {
+	var (
+		ctx   context.Context
+		ns    string
+		alice client.Client
+	)
+	draAnnotations := func(gpus string) map[string]string {
+		return map[string]string{
+			annotations.Inject: "true", annotations.GPU: gpus, annotations.GPUProduct: h100,
+			annotations.GPUMemory: "81920", annotations.GPUAllocation: "dra",
+		}
+	}
+	BeforeAll(func() {
+		ctx = context.Background()
+		ns = namespace(ctx, nil)
+		u, err := testEnv.AddUser(envtest.User{Name: "alice-dra@example.com", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		alice, err = client.New(u.Config(), client.Options{Scheme: policyScheme()})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("gives a Deployment's pods a claim in place of the extended resource, affinity and toleration", func() {
+		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llama", Annotations: draAnnotations("2")}).(*appsv1.Deployment)
+		Expect(alice.Create(ctx, d)).To(Succeed())
+		spec := d.Spec.Template.Spec
+		Expect(spec.ResourceClaims).To(HaveLen(1))
+		claim := spec.ResourceClaims[0]
+		Expect(claim.Name).To(Equal(gpuclaim.ClaimName))
+		Expect(claim.ResourceClaimTemplateName).NotTo(BeNil())
+		Expect(*claim.ResourceClaimTemplateName).To(HavePrefix(gpuclaim.TemplatePrefix + "2-"))
+		Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(gpuclaim.TemplateLabel, *claim.ResourceClaimTemplateName))
+		server := spec.Containers[0]
+		Expect(server.Resources.Claims).To(ConsistOf(corev1.ResourceClaim{Name: gpuclaim.ClaimName}))
+		Expect(server.Resources.Limits).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
+		Expect(spec.Tolerations).To(BeEmpty())
+		Expect(spec.Affinity).To(BeNil())
+
+		By("opting out: every part goes")
+		Expect(alice.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
+		d.Annotations[annotations.Inject] = "false"
+		Expect(alice.Update(ctx, d)).To(Succeed())
+		Expect(d.Spec.Template.Spec.ResourceClaims).To(BeEmpty())
+		Expect(d.Spec.Template.Spec.Containers[0].Resources.Claims).To(BeEmpty())
+		Expect(d.Spec.Template.Labels).NotTo(HaveKey(gpuclaim.TemplateLabel))
+	})
+
+	It("creates the template a Pod's claim names, in the Pod's namespace, within moments", func() {
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "server", Annotations: draAnnotations("2")}).(*corev1.Pod)
+		Expect(alice.Create(ctx, pod)).To(Succeed())
+		created := time.Now()
+		name := *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName
+		var t resourcev1.ResourceClaimTemplate
+		Eventually(func() error {
+			return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &t)
+		}).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+		AddReportEntry("GPU claim template created after the Pod", time.Since(created).Round(time.Millisecond).String())
+		Expect(t.Labels).To(HaveKeyWithValue(gpuclaim.ManagedByLabel, gpuclaim.ManagedBy))
+		Expect(t.Annotations).To(HaveKeyWithValue(gpuclaim.RequestAnnotation, "2 GPUs of "+h100+", at least 81920 MiB each"))
+		reqs := t.Spec.Spec.Devices.Requests
+		Expect(reqs).To(HaveLen(1))
+		Expect(reqs[0].Exactly).NotTo(BeNil())
+		Expect(reqs[0].Exactly.DeviceClassName).To(Equal("gpu.nvidia.com"))
+		Expect(reqs[0].Exactly.Count).To(Equal(int64(2)))
+		Expect(reqs[0].Exactly.Selectors).To(HaveLen(2))
+		Expect(reqs[0].Exactly.Selectors[0].CEL.Expression).To(ContainSubstring(`"NVIDIA H100 80GB HBM3"`))
+		Expect(reqs[0].Exactly.Selectors[1].CEL.Expression).To(ContainSubstring(`quantity("81920Mi")`))
+	})
+
+	It("makes no template for a Pod that carries the label by hand", func() {
+		name := gpuclaim.TemplatePrefix + "8-0123456789"
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "forged", Labels: map[string]string{gpuclaim.TemplateLabel: name}}).(*corev1.Pod)
+		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: gpuclaim.ClaimName, ResourceClaimTemplateName: &name}}
+		Expect(alice.Create(ctx, pod)).To(Succeed())
+		Consistently(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &resourcev1.ResourceClaimTemplate{}))
+		}).WithTimeout(2 * time.Second).Should(BeTrue())
+	})
+
+	It("refuses a product the Configuration cannot map, naming the annotation, the value and the products accepted", func() {
+		a := draAnnotations("1")
+		a[annotations.GPUProduct] = "ACME-X1"
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "acme", Annotations: a}).(*corev1.Pod)
+		err := alice.Create(ctx, pod)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(
+			ContainSubstring(`metadata.annotations[modelgate.io/gpu-product]: Invalid value: "ACME-X1"`),
+			ContainSubstring("NVIDIA-H100-80GB-HBM3")))
+	})
+
+	It("holds DRA pods to max-gpus-per-pod as device-plugin ones, the user's own claims included", func() {
+		rego, err := os.ReadFile(filepath.Join("..", "..", "policies", "library", "max-gpus-per-pod.rego"))
+		Expect(err).NotTo(HaveOccurred())
+		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "max-gpus-dra"}}
+		wp.Spec.Rego = string(rego)
+		wp.Spec.EnforcementAction = policyv1.EnforcementActionDeny
+		wp.Spec.Match.Namespaces = []string{ns}
+		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 2}`)}
+		applyPolicy(ctx, alice, wp)
+
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "four", Annotations: draAnnotations("4")}).(*corev1.Pod)
+		err = alice.Create(ctx, pod)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`[max-gpus-dra] pod asks for 4 GPUs`))
+		ok := builders.New("Pod", builders.Options{Namespace: ns, Name: "two", Annotations: draAnnotations("2")}).(*corev1.Pod)
+		Expect(alice.Create(ctx, ok)).To(Succeed())
+
+		By("a template of the user's own that asks for 8")
+		own := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eight"}}
+		own.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "g", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 8}}}
+		Expect(admin.Create(ctx, own)).To(Succeed())
+		user := builders.New("Pod", builders.Options{Namespace: ns, Name: "user-claim"}).(*corev1.Pod)
+		user.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "accel", ResourceClaimTemplateName: &own.Name}}
+		user.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "accel"}}
+		Eventually(func() string {
+			err := alice.Create(ctx, user.DeepCopy())
+			if err == nil {
+				return "admitted"
+			}
+			return err.Error()
+		}).Should(ContainSubstring(`[max-gpus-dra] pod asks for 8 GPUs`))
+
+		By("a claim whose template does not exist is refused, not let through uncounted")
+		missing := builders.New("Pod", builders.Options{Namespace: ns, Name: "missing"}).(*corev1.Pod)
+		missing.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "accel", ResourceClaimTemplateName: ptrTo("nowhere")}}
+		missing.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "accel"}}
+		err = alice.Create(ctx, missing)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`uses resource claim "accel", whose ResourceClaimTemplate or ResourceClaim was not found`))
+	})
+})
+
+func ptrTo[T any](v T) *T { return &v }
