@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -83,6 +84,10 @@ func New(cfg *config.Configuration, engine *policies.Engine, ns webhook.Namespac
 		gpuResource: cfg.Injection.GPU.ResourceName,
 	}
 }
+
+// SetClaims makes the audit find what Pods' resource claims ask for
+// through r: the manager's cache, or what the CLI listed or read.
+func (a *Auditor) SetClaims(r policyview.ClaimResolver) { a.validating.SetClaims(r) }
 
 // stored is what the audit reads of an object's metadata.
 type stored struct {

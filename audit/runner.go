@@ -23,6 +23,7 @@ import (
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -56,8 +57,11 @@ type Runner struct {
 	Engine *policies.Engine
 	// Namespaces are the webhook's namespace labels (its cache).
 	Namespaces webhook.NamespaceLabeler
-	Config     *config.Configuration
-	Metrics    *Metrics
+	// Claims are the webhook's resource claim templates and claims (its
+	// cache): the GPUs of Pods' claims are counted as at admission.
+	Claims  policyview.ClaimResolver
+	Config  *config.Configuration
+	Metrics *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 	// AfterChange is how long after the policies in force change a pass
@@ -164,6 +168,7 @@ func (r *Runner) Pass(ctx context.Context) (err error) {
 	r.engine.SetExceptions(r.Engine.Exceptions())
 	r.engine.Set().Prepare(ctx)
 	a := New(r.Config, r.engine, r.Namespaces)
+	a.SetClaims(r.Claims)
 	limit := rate.NewLimiter(rate.Limit(r.Config.Audit.ObjectsPerSecond), int(r.Config.Audit.ObjectsPerSecond))
 	var outcomes []Outcome
 	err = List(ctx, r.Reader, "", DefaultPageSize, func(raw []byte) error {
@@ -285,6 +290,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, parts webhook.Part
 		Reader:     mgr.GetAPIReader(),
 		Engine:     parts.Engine,
 		Namespaces: parts.Namespaces,
+		Claims:     parts.Claims,
 		Config:     cfg,
 		Metrics:    metrics,
 	})

@@ -148,8 +148,9 @@ func (GPUPlacement) Mutate(t *Target, in *Input) (bool, error) {
 	return changed, nil
 }
 
-// claimGPU gives the container its GPUs through a claim, and takes out
-// what an earlier device-plugin pass set.
+// claimGPU gives the container its GPUs through a claim, with the GPU
+// taint's toleration (GPU node pools stay tainted whichever way their GPUs
+// are handed out), and takes out what an earlier device-plugin pass set.
 func claimGPU(t *Target, in *Input, c *corev1.Container) (bool, error) {
 	// Products are checked before anything changes: an error leaves the
 	// target as it was.
@@ -157,8 +158,17 @@ func claimGPU(t *Target, in *Input, c *corev1.Container) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	changed = releaseGPU(t, in, nil) || changed
-	return releaseClaims(t, in, keep) || changed, nil
+	key := in.Options.GPU.TaintKey
+	tolerate := ""
+	if key != "" {
+		tolerate = part(partToleration, string(corev1.TaintEffectNoSchedule), key)
+	}
+	changed = releaseGPU(t, in, []string{tolerate}) || changed
+	changed = releaseClaims(t, in, keep) || changed
+	if tolerate != "" {
+		changed = ownToleration(t, in, tolerate, key) || changed
+	}
+	return changed, nil
 }
 
 // draConflict reports modelgate.io/gpu-allocation: dra, as the object

@@ -28,11 +28,12 @@ func templateOf(t *testing.T, g annotations.GPUSettings) string {
 }
 
 // claimed is what GPUPlacement does to container i of a pod asking for
-// GPUs through DRA.
+// GPUs through DRA: the claim, and the GPU taint's toleration.
 func claimed(template string, i int) func(*corev1.PodSpec) {
 	return func(s *corev1.PodSpec) {
 		s.ResourceClaims = append(s.ResourceClaims, corev1.PodResourceClaim{Name: gpuclaim.ClaimName, ResourceClaimTemplateName: &template})
 		s.Containers[i].Resources.Claims = append(s.Containers[i].Resources.Claims, corev1.ResourceClaim{Name: gpuclaim.ClaimName})
+		s.Tolerations = append(s.Tolerations, gpuToleration)
 	}
 }
 

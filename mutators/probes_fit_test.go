@@ -98,6 +98,12 @@ func TestServingProbesFitTheContainer(t *testing.T) {
 			c:        container("vllm", "vllm/vllm-openai:v0.8.5", 8),
 			wantPort: 8000, wantDeclared: true, wantStartup: 228,
 		},
+		"8 GPUs through DRA: the claim's count, as the limit's": {
+			settings: explicit(annotations.Settings{Serving: annotations.ServingSettings{Engine: annotations.EngineVLLM},
+				GPU: annotations.GPUSettings{Count: 8, Allocation: annotations.AllocationDRA}}),
+			c:        corev1.Container{Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "modelgate-gpu"}}}},
+			wantPort: 8000, wantDeclared: true, wantStartup: 228,
+		},
 		"tensor parallel 8 x pipeline parallel 2 on the command line": {
 			settings: eng(annotations.EngineVLLM),
 			c: corev1.Container{Command: []string{"sh", "-c",

@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -71,6 +72,11 @@ func derivedWarmup(c *corev1.Container, in *Input) int64 {
 	if in.Options != nil {
 		if q, ok := c.Resources.Limits[in.Options.GPU.ResourceName]; ok {
 			gpus = max(gpus, q.Value())
+		}
+		// Under DRA the count is the claim's, which modelgate gave the
+		// serving container.
+		if slices.ContainsFunc(c.Resources.Claims, isGPUClaim) && allocation(in) == annotations.AllocationDRA {
+			gpus = max(gpus, in.Settings.GPU.Count)
 		}
 	}
 	byGPU := base + warmupPerExtraGPU*max(gpus-1, 0)

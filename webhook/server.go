@@ -133,7 +133,7 @@ func newWebhookServer(cfg *config.Configuration, d *drain, tlsOpts []func(*tls.C
 func registerWorkloads(srv crwebhook.Server, cfg *config.Configuration, ns NamespaceLabeler, engine *policies.Engine, pm *PolicyMetrics, claims policyview.ClaimResolver) {
 	srv.Register(MutatePath, newReviewHTTP(NewMutating(cfg, ns, NewMetrics(defaultRegistry))))
 	v := NewValidating(cfg, engine, ns, pm)
-	v.checker.Claims = claims
+	v.SetClaims(claims)
 	srv.Register(ValidatePath, newReviewHTTP(v))
 }
 
@@ -225,6 +225,9 @@ type Parts struct {
 	Engine *policies.Engine
 	// Namespaces are the namespaces' labels, from the manager's cache.
 	Namespaces NamespaceLabeler
+	// Claims are the resource claim templates and claims, from the
+	// manager's cache.
+	Claims policyview.ClaimResolver
 }
 
 // Extension adds to the manager what lives outside this package, with the
@@ -287,7 +290,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	}
 
 	for _, ext := range extensions {
-		if err := ext(mgr, cfg, Parts{Engine: engine, Namespaces: ns}); err != nil {
+		if err := ext(mgr, cfg, Parts{Engine: engine, Namespaces: ns, Claims: claims}); err != nil {
 			return err
 		}
 	}

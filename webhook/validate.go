@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -341,3 +342,8 @@ func logDecision(ctx context.Context, req admission.Request, d policies.Decision
 		}
 	}
 }
+
+// SetClaims makes the handler find what Pods' resource claims ask for
+// through r (the CLI's manifests, the audit's cache) instead of knowing
+// only modelgate's own claim.
+func (h *Validating) SetClaims(r policyview.ClaimResolver) { h.checker.Claims = r }

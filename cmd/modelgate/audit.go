@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
@@ -185,6 +188,11 @@ func (f *auditFlags) auditManifests(ctx context.Context, stdin io.Reader, stderr
 		return nil, fmt.Errorf("exceptions do not load:\n%w", err)
 	}
 	a := audit.New(cfg, engine, ns)
+	claims, err := offline.ClaimsIn(docs, defaultNS)
+	if err != nil {
+		return nil, err
+	}
+	a.SetClaims(claims)
 	var out []audit.Outcome
 	for i := range docs {
 		d := &docs[i]
@@ -318,6 +326,11 @@ func (f *auditFlags) auditCluster(ctx context.Context, stderr io.Writer) ([]audi
 		return nil, err
 	}
 	a := audit.New(cfg, engine, labels)
+	claims, err := clusterClaims(ctx, c, f.namespace)
+	if err != nil {
+		return nil, err
+	}
+	a.SetClaims(claims)
 	var out []audit.Outcome
 	err = audit.List(ctx, c, f.namespace, audit.DefaultPageSize, func(raw []byte) error {
 		raw, err := trust(raw)
@@ -446,4 +459,30 @@ func printFindings(w io.Writer, format string, outcomes []audit.Outcome) error {
 	}
 	_, err := fmt.Fprintf(w, "%d workloads audited: %d failures, %d warnings, %d errors%s\n", audited, sum.Fail, sum.Warn, sum.Error, excepted)
 	return err
+}
+
+// clusterClaims are the cluster's ResourceClaimTemplates and
+// ResourceClaims (in namespace, or every namespace when it is ""), so that
+// the audit counts the GPUs of Pods' claims as the webhook does. A cluster
+// that serves no resource.k8s.io/v1 has none.
+func clusterClaims(ctx context.Context, c client.Client, namespace string) (*policyview.ClaimSet, error) {
+	set := &policyview.ClaimSet{}
+	var templates resourcev1.ResourceClaimTemplateList
+	if err := c.List(ctx, &templates, client.InNamespace(namespace)); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return set, nil
+		}
+		return nil, fmt.Errorf("listing resource claim templates: %w", err)
+	}
+	for i := range templates.Items {
+		set.AddTemplate(&templates.Items[i])
+	}
+	var claims resourcev1.ResourceClaimList
+	if err := c.List(ctx, &claims, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing resource claims: %w", err)
+	}
+	for i := range claims.Items {
+		set.AddClaim(&claims.Items[i])
+	}
+	return set, nil
 }

@@ -134,6 +134,11 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	claims, err := offline.ClaimsIn(docs, f.namespace)
+	if err != nil {
+		return fail(err)
+	}
+	admitter.SetClaims(claims)
 	r := &renderer{
 		admitter:  admitter,
 		namespace: f.namespace,

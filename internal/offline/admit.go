@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -116,6 +117,10 @@ func NewAdmitter(cfg *config.Configuration, engine *policies.Engine, ns webhook.
 		gpuResource: cfg.Injection.GPU.ResourceName,
 	}, nil
 }
+
+// SetClaims makes the policies find what Pods' resource claims ask for
+// through r (the templates and claims among the manifests).
+func (a *Admitter) SetClaims(r policyview.ClaimResolver) { a.validating.SetClaims(r) }
 
 // NewEngine returns an engine evaluating the policies under the
 // configuration's evaluation timeout, as the server's does.

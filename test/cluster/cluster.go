@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/modelgate/modelgate/test/dradriver"
 	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -165,6 +166,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		names[i] = n.Name
 	}
 	if err := WaitNodesReady(ctx, adminClient, names, startTimeout); err != nil {
+		return c, err
+	}
+	// NVIDIA's DRA driver's DeviceClasses and the fake GPU nodes' devices,
+	// so that Pods with resource claims are scheduled too.
+	if err := dradriver.Publish(ctx, adminClient, nodes); err != nil {
 		return c, err
 	}
 	c.Nodes = nodes

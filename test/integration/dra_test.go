@@ -45,7 +45,7 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 	})
 
-	It("gives a Deployment's pods a claim in place of the extended resource, affinity and toleration", func() {
+	It("gives a Deployment's pods a claim in place of the extended resource and node affinity", func() {
 		d := builders.New("Deployment", builders.Options{Namespace: ns, Name: "llama", Annotations: draAnnotations("2")}).(*appsv1.Deployment)
 		Expect(alice.Create(ctx, d)).To(Succeed())
 		spec := d.Spec.Template.Spec
@@ -58,8 +58,9 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 		server := spec.Containers[0]
 		Expect(server.Resources.Claims).To(ConsistOf(corev1.ResourceClaim{Name: gpuclaim.ClaimName}))
 		Expect(server.Resources.Limits).NotTo(HaveKey(corev1.ResourceName("nvidia.com/gpu")))
-		Expect(spec.Tolerations).To(BeEmpty())
 		Expect(spec.Affinity).To(BeNil())
+		// GPU node pools stay tainted whichever way GPUs are handed out.
+		Expect(spec.Tolerations).To(ConsistOf(corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}))
 
 		By("opting out: every part goes")
 		Expect(alice.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
@@ -68,6 +69,7 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 		Expect(d.Spec.Template.Spec.ResourceClaims).To(BeEmpty())
 		Expect(d.Spec.Template.Spec.Containers[0].Resources.Claims).To(BeEmpty())
 		Expect(d.Spec.Template.Labels).NotTo(HaveKey(gpuclaim.TemplateLabel))
+		Expect(d.Spec.Template.Spec.Tolerations).To(BeEmpty())
 	})
 
 	It("creates the template a Pod's claim names, in the Pod's namespace, within moments", func() {

@@ -1,0 +1,113 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
+	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/dradriver"
+)
+
+// dra asks for the GPUs through a resource claim.
+func dra(extra map[string]string) map[string]string {
+	out := map[string]string{annotations.GPUAllocation: string(annotations.AllocationDRA)}
+	for k, v := range extra {
+		out[k] = v
+	}
+	return out
+}
+
+// allocatedProducts are the productName attributes of the devices the
+// pod's GPU claim was allocated, read from the node's ResourceSlice.
+func allocatedProducts(ctx context.Context, g Gomega, p *corev1.Pod) []string {
+	var name string
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.Name == gpuclaim.ClaimName && s.ResourceClaimName != nil {
+			name = *s.ResourceClaimName
+		}
+	}
+	g.Expect(name).NotTo(BeEmpty(), "pod %s has no claim of its own yet", p.Name)
+	var rc resourcev1.ResourceClaim
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: name}, &rc)).To(Succeed())
+	g.Expect(rc.Status.Allocation).NotTo(BeNil(), "claim %s is not allocated", name)
+	slice := dradriver.SliceFor(nodeOf(g, p))
+	g.Expect(slice).NotTo(BeNil())
+	var out []string
+	for _, r := range rc.Status.Allocation.Devices.Results {
+		g.Expect(r.Pool).To(Equal(p.Spec.NodeName), "device %s of claim %s is from another node's pool", r.Device, name)
+		i := slices.IndexFunc(slice.Spec.Devices, func(d resourcev1.Device) bool { return d.Name == r.Device })
+		g.Expect(i).To(BeNumerically(">=", 0))
+		out = append(out, *slice.Spec.Devices[i].Attributes["productName"].StringValue)
+	}
+	return out
+}
+
+// Issue 31, item 2: the real scheduler allocates DRA claims from the stand-in
+// driver's ResourceSlices.
+var _ = Describe("GPUs through DRA", func() {
+	It("places claimed Pods only where their product's devices are free, and leaves the rest Pending with the scheduler's reason", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "dra-product")
+		// The two A100 nodes have 4 devices each: four pods of 2, and a fifth
+		// that waits although the H100 nodes have 16 free.
+		d := deployment(ns, "a100", 5, serving("2", dra(map[string]string{annotations.GPUProduct: a100})))
+		Expect(k8s.Create(ctx, d)).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "a100")
+			g.Expect(pods).To(HaveLen(5))
+			running, pending := 0, 0
+			for _, p := range pods {
+				switch {
+				case p.Status.Phase == corev1.PodRunning:
+					running++
+					g.Expect(nodeOf(g, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
+					g.Expect(allocatedProducts(ctx, g, &p)).To(Equal([]string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"}))
+					g.Expect(p.Spec.Containers[0].Resources.Limits).NotTo(HaveKey(cluster.ResourceGPU))
+				case p.Spec.NodeName == "" && unschedulable(&p) != "":
+					pending++
+					g.Expect(unschedulable(&p)).To(ContainSubstring("cannot allocate all claims"))
+				}
+			}
+			g.Expect([]int{running, pending}).To(Equal([]int{4, 1}), "running and pending pods")
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("places claimed Pods only on devices with at least the requested memory", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "dra-memory")
+		// 40000 MiB rules out the T4s (15360 MiB each).
+		Expect(k8s.Create(ctx, deployment(ns, "over-40g", 6, serving("1", dra(map[string]string{annotations.GPUMemory: "40000"}))))).To(Succeed())
+		for _, p := range runningPods(ctx, ns, "over-40g", 6) {
+			Expect(nodeOf(Default, &p).Labels[cluster.LabelGPUProduct]).NotTo(Equal(t4), "pod %s", p.Name)
+		}
+	}, SpecTimeout(3*time.Minute))
+
+	It("starts a Deployment of 8 claimed Pods about as fast as 8 device-plugin ones", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "dra-speed")
+		timeToRunning := func(name string, a map[string]string) time.Duration {
+			start := time.Now()
+			Expect(k8s.Create(ctx, deployment(ns, name, 8, serving("1", a)))).To(Succeed())
+			Eventually(func(g Gomega) {
+				pods := podsOf(ctx, g, ns, name)
+				g.Expect(pods).To(HaveLen(8))
+				for _, p := range pods {
+					g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+				}
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
+			return time.Since(start)
+		}
+		h := map[string]string{annotations.GPUProduct: h100}
+		plugin := timeToRunning("device-plugin", h)
+		claims := timeToRunning("dra", dra(h))
+		AddReportEntry("time to Running, 8 replicas of 1 H100", fmt.Sprintf("device plugin %s, DRA %s",
+			plugin.Round(time.Millisecond), claims.Round(time.Millisecond)))
+	}, SpecTimeout(3*time.Minute))
+})
