@@ -34,9 +34,9 @@ type LoaderOptions struct {
 	// Resources are the loader's requests and limits. When the model has a
 	// size, the ephemeral-storage request is raised to it for disk caches.
 	Resources corev1.ResourceRequirements
-	// ImageVolumes mounts oci:// models as image volumes (Kubernetes 1.33+
-	// with the ImageVolume feature) instead of running the loader.
-	ImageVolumes bool
+	// ImageVolumes say which models are mounted as image volumes
+	// (Kubernetes 1.33+) instead of being loaded.
+	ImageVolumes ImageVolumeOptions
 	// PullPolicy is the loader's image pull policy.
 	PullPolicy corev1.PullPolicy
 	// Env is the default loader's environment beside what modelgate sets

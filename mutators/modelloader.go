@@ -30,8 +30,10 @@ var (
 //
 //   - pvc:// models mount the claim directly (read-only, with its sub
 //     path): no loader.
-//   - oci:// models become an image volume when LoaderOptions.ImageVolumes
-//     is set: no loader.
+//   - oci:// models become an image volume when modelgate.io/model-mount
+//     says image-volume or the Configuration mounts their repository so,
+//     and hf:// models when model-mount says image-volume, from the hub
+//     mirror `modelgate pack` fills (see imageVolume): no loader.
 //   - Everything else gets an init container model-loader, after the
 //     native sidecars the pod starts first and before its other init
 //     containers (see placeLoader), fetching into the cache volume: an
@@ -74,6 +76,12 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		return false, err
 	}
 	spec := t.PodSpec
+	// An image volume that cannot be had is refused before anything
+	// changes.
+	img, err := imageVolume(m, in.Options.Loader.ImageVolumes, in.Settings.Origin(annotations.ModelMount))
+	if err != nil {
+		return false, err
+	}
 	loads := needsLoader(m, in.Options.Loader)
 
 	changed := releaseMounts(t, in, c.Name)
@@ -114,7 +122,9 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	// The serving environment describes the layout of modelgate's loader;
 	// a loader the user wrote lays out what it likes.
 	var env []corev1.EnvVar
-	if loads && (idx < 0 || ours) && m.URI.Scheme == annotations.SchemeHF {
+	// An image `modelgate pack` made of a Hub model is laid out as the
+	// loader lays out the Hub's cache.
+	if (loads && (idx < 0 || ours) || img != nil) && m.URI.Scheme == annotations.SchemeHF {
 		env = hfEnv(m)
 	}
 	changed = setEnv(t, in, c, env) || changed
@@ -245,10 +255,13 @@ func deleteAt[T any](list []T, i int) []T {
 }
 
 // needsLoader reports whether a loader fills the model's volume: not for
-// a pvc:// model, mounted directly, nor an oci:// model mounted as an image
-// volume.
+// a pvc:// model, mounted directly, nor a model mounted as an image volume.
 func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
-	return m.URI.Scheme != annotations.SchemePVC && (m.URI.Scheme != annotations.SchemeOCI || !o.ImageVolumes)
+	if m.URI.Scheme == annotations.SchemePVC {
+		return false
+	}
+	v, err := imageVolume(m, o.ImageVolumes, annotations.Origin{})
+	return v == nil && err == nil
 }
 
 // modelVolume returns the model-store volume and the sub path serving
@@ -256,12 +269,12 @@ func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
 // userCacheVolume.)
 func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string) {
 	v := corev1.Volume{Name: ModelVolumeName}
-	switch {
-	case m.URI.Scheme == annotations.SchemePVC:
+	if m.URI.Scheme == annotations.SchemePVC {
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.URI.Claim, ReadOnly: true}
 		return v, m.URI.Path
-	case m.URI.Scheme == annotations.SchemeOCI && o.ImageVolumes:
-		v.Image = &corev1.ImageVolumeSource{Reference: ociReference(m.URI), PullPolicy: corev1.PullIfNotPresent}
+	}
+	if img, _ := imageVolume(m, o.ImageVolumes, annotations.Origin{}); img != nil {
+		v.Image = img
 		return v, ""
 	}
 	switch m.Cache.Medium {

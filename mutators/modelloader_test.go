@@ -112,9 +112,9 @@ func claimVolume(claim string, readOnly bool) corev1.Volume {
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim, ReadOnly: readOnly}}}
 }
 
-func imageVolume(ref string) corev1.Volume {
+func imageVolumeOf(ref string, policy corev1.PullPolicy) corev1.Volume {
 	return corev1.Volume{Name: "model-store", VolumeSource: corev1.VolumeSource{
-		Image: &corev1.ImageVolumeSource{Reference: ref, PullPolicy: corev1.PullIfNotPresent}}}
+		Image: &corev1.ImageVolumeSource{Reference: ref, PullPolicy: policy}}}
 }
 
 // modelInjected is what ModelLoader does to a pod spec: the loader (when
@@ -253,13 +253,32 @@ func TestModelLoader(t *testing.T) {
 		},
 		"oci digest with image volumes: an image volume, no loader": {
 			model:   modelSettings("oci://ghcr.io/org/model@" + ociDigest),
-			options: func(o *LoaderOptions) { o.ImageVolumes = true },
-			want:    modelInjected(0, nil, imageVolume("ghcr.io/org/model@"+ociDigest), "/models", ""), wantChanged: true, wantOwns: volumeOnly,
+			options: func(o *LoaderOptions) { o.ImageVolumes.All = true },
+			want:    modelInjected(0, nil, imageVolumeOf("ghcr.io/org/model@"+ociDigest, corev1.PullIfNotPresent), "/models", ""), wantChanged: true, wantOwns: volumeOnly,
 		},
-		"oci tag on a registry port with image volumes": {
+		"oci tag on a registry port with image volumes: pulled Always, a tag moves": {
 			model:       modelSettings("oci://registry.example.com:5000/llm/qwen:2.5"),
-			options:     func(o *LoaderOptions) { o.ImageVolumes = true },
-			want:        modelInjected(0, nil, imageVolume("registry.example.com:5000/llm/qwen:2.5"), "/models", ""),
+			options:     func(o *LoaderOptions) { o.ImageVolumes.All = true },
+			want:        modelInjected(0, nil, imageVolumeOf("registry.example.com:5000/llm/qwen:2.5", corev1.PullAlways), "/models", ""),
+			wantChanged: true, wantOwns: volumeOnly,
+		},
+		"oci repository the Configuration mounts as image volumes": {
+			model:       modelSettings("oci://registry.example.com/models/llama@" + ociDigest),
+			options:     func(o *LoaderOptions) { o.ImageVolumes.Repositories = []string{"registry.example.com/models/*"} },
+			want:        modelInjected(0, nil, imageVolumeOf("registry.example.com/models/llama@"+ociDigest, corev1.PullIfNotPresent), "/models", ""),
+			wantChanged: true, wantOwns: volumeOnly,
+		},
+		"oci repository the Configuration mounts, but the object says loader": {
+			model:       modelSettings("oci://registry.example.com/models/llama@"+ociDigest, func(m *annotations.ModelSettings) { m.Delivery = annotations.DeliveryLoader }),
+			options:     func(o *LoaderOptions) { o.ImageVolumes.Repositories = []string{"registry.example.com/models/*"} },
+			want:        modelInjected(0, wantLoader("oci://registry.example.com/models/llama@"+ociDigest, "/models", ""), emptyDir("", ""), "/models", ""),
+			wantChanged: true, wantOwns: owned,
+		},
+		"model-mount image-volume on an oci model, at another path": {
+			model: modelSettings("oci://ghcr.io/org/model@"+ociDigest, func(m *annotations.ModelSettings) {
+				m.Delivery, m.MountPath = annotations.DeliveryImageVolume, "/mnt/model"
+			}),
+			want:        modelInjected(0, nil, imageVolumeOf("ghcr.io/org/model@"+ociDigest, corev1.PullIfNotPresent), "/mnt/model", ""),
 			wantChanged: true, wantOwns: volumeOnly,
 		},
 		"oci without image volumes: the loader fetches it": {

@@ -105,7 +105,7 @@ func TestWarnings(t *testing.T) {
 		"disk cache, limit below the size":      {model: modelSettings(hfLlama, sized("20Gi")), server: memoryLimit("16Gi")},
 		"memory cache of an oci image volume: no tmpfs": {
 			model:   modelSettings("oci://ghcr.io/org/model:v1", sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
-			options: func(o *LoaderOptions) { o.ImageVolumes = true }, server: memoryLimit("1Gi"),
+			options: func(o *LoaderOptions) { o.ImageVolumes.All = true }, server: memoryLimit("1Gi"),
 		},
 		"both": {
 			model: memory,

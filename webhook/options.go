@@ -37,7 +37,11 @@ func mutatorOptions(cfg *config.Configuration) *mutators.Options {
 			SecurityContext: in.Loader.SecurityContext.DeepCopy(),
 			Schemes:         map[annotations.Scheme]mutators.LoaderImage{},
 			PullPolicy:      in.Loader.PullPolicy,
-			ImageVolumes:    in.Loader.ImageVolumes,
+			ImageVolumes: mutators.ImageVolumeOptions{
+				All:          in.Loader.ImageVolumes,
+				Repositories: slices.Clone(in.ImageVolumes.Repositories),
+				HubMirror:    in.ImageVolumes.HubMirror,
+			},
 		},
 		GPU: mutators.GPUOptions{
 			ResourceName: corev1.ResourceName(in.GPU.ResourceName),

@@ -106,6 +106,7 @@ type value struct {
 type typed struct {
 	model       ModelURI
 	mount       string
+	delivery    Delivery
 	cache       Cache
 	size        resource.Quantity
 	credentials string
@@ -125,7 +126,7 @@ type typed struct {
 // annotation. Profile is handled apart, since it selects the defaults.
 var setters = map[string]func(t *typed, s string) error{
 	Model:            func(t *typed, s string) (err error) { t.model, err = ParseModelURI(s); return err },
-	ModelMount:       func(t *typed, s string) (err error) { t.mount, err = ParseMountPath(s); return err },
+	ModelMount:       func(t *typed, s string) (err error) { t.mount, t.delivery, err = ParseModelMount(s); return err },
 	ModelCache:       func(t *typed, s string) (err error) { t.cache, err = ParseCache(s); return err },
 	ModelSize:        func(t *typed, s string) (err error) { t.size, err = ParseQuantity(s); return err },
 	ModelCredentials: func(t *typed, s string) (err error) { t.credentials, err = ParseSecretName(s); return err },
@@ -235,6 +236,19 @@ var requires = map[string]string{
 	Port: Engine, HealthPath: Engine,
 }
 
+// deliveryConflict is why the model cannot be delivered as model-mount
+// asks; empty when it can.
+func deliveryConflict(t *typed) string {
+	switch {
+	case t.delivery == DeliveryImageVolume && t.model.Scheme != SchemeOCI && t.model.Scheme != SchemeHF:
+		return fmt.Sprintf("%q mounts an OCI image: it needs an oci:// model, or an hf:// model packed into the "+
+			"Configuration's injection.imageVolumes.hubMirror; %s is %s://", DeliveryImageVolume, Model, t.model.Scheme)
+	case t.delivery == DeliveryLoader && t.model.Scheme == SchemePVC:
+		return fmt.Sprintf("a pvc:// model is mounted directly and has no %s", DeliveryLoader)
+	}
+	return ""
+}
+
 // pvcModelConflict is why a pvc:// model, mounted directly, has no use for
 // a setting; empty when it has.
 func pvcModelConflict(key string) string {
@@ -266,6 +280,9 @@ func checkRules(vals map[string]value, t *typed, ok map[string]bool) field.Error
 		}
 		if detail == "" && ok[Model] && t.model.Scheme == SchemePVC {
 			detail = pvcModelConflict(key)
+		}
+		if detail == "" && key == ModelMount && ok[Model] && ok[ModelMount] {
+			detail = deliveryConflict(t)
 		}
 		if detail == "" {
 			continue
@@ -323,7 +340,10 @@ func (t *typed) settings(ok map[string]bool) Settings {
 	if ok[Model] {
 		m := &ModelSettings{URI: t.model, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheDisk}}
 		if ok[ModelMount] {
-			m.MountPath = t.mount
+			if t.mount != "" {
+				m.MountPath = t.mount
+			}
+			m.Delivery = t.delivery
 		}
 		if ok[ModelCache] {
 			m.Cache = t.cache

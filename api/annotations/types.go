@@ -97,7 +97,23 @@ type ModelSettings struct {
 	// variables, in the order written; empty without
 	// modelgate.io/model-credentials-keys.
 	CredentialKeys []CredentialKey `json:"credentialKeys,omitempty"`
+	// Delivery is how the model reaches the pod, as modelgate.io/model-mount
+	// says; empty leaves it to the Configuration.
+	Delivery Delivery `json:"delivery,omitempty"`
 }
+
+// Delivery is how a model reaches the pod (modelgate.io/model-mount).
+type Delivery string
+
+// The deliveries.
+const (
+	// DeliveryImageVolume mounts an OCI image as a volume (Kubernetes'
+	// image volumes): the kubelet pulls it once per node, no loader runs.
+	DeliveryImageVolume Delivery = "image-volume"
+	// DeliveryLoader runs modelgate's loader even where the Configuration
+	// would mount the model as an image volume.
+	DeliveryLoader Delivery = "loader"
+)
 
 // CredentialKey is one VAR=key pair of modelgate.io/model-credentials-keys:
 // the loader's variable Env takes the value of the Secret's key Key.

@@ -199,6 +199,28 @@ func ParseMountPath(s string) (string, error) {
 	return s, nil
 }
 
+// ParseModelMount parses a modelgate.io/model-mount value: a path, or a
+// delivery ("image-volume" or "loader") with an optional ":<path>".
+func ParseModelMount(s string) (string, Delivery, error) {
+	for _, d := range []Delivery{DeliveryImageVolume, DeliveryLoader} {
+		if s == string(d) {
+			return "", d, nil
+		}
+		if p, ok := strings.CutPrefix(s, string(d)+":"); ok {
+			mount, err := ParseMountPath(p)
+			if err != nil {
+				return "", "", fmt.Errorf("path %q in %q: %w", p, string(d)+":<path>", err)
+			}
+			return mount, d, nil
+		}
+	}
+	mount, err := ParseMountPath(s)
+	if err != nil {
+		return "", "", fmt.Errorf("%w; or %q or %q, each optionally followed by \":<path>\"", err, DeliveryImageVolume, DeliveryLoader)
+	}
+	return mount, "", nil
+}
+
 // ParseSecretName parses a modelgate.io/model-credentials value: a Secret
 // name (a DNS-1123 subdomain).
 func ParseSecretName(s string) (string, error) {

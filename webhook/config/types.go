@@ -134,6 +134,12 @@ type Injection struct {
 	// Loader is the model-loader init container.
 	Loader Loader `json:"loader,omitempty"`
 
+	// ImageVolumes are the models mounted as image volumes (Kubernetes
+	// 1.33+): the kubelet pulls the image once per node and mounts it
+	// read-only, and no loader runs (docs/injection.md, "Models as image
+	// volumes").
+	ImageVolumes ImageVolumes `json:"imageVolumes,omitempty"`
+
 	// GPU names the GPU vendor's resource, node labels and taint. Defaults
 	// are NVIDIA's; another vendor is a configuration change.
 	GPU GPU `json:"gpu,omitempty"`
@@ -189,6 +195,24 @@ type Loader struct {
 	// modelgate.io/model-credentials-keys, wins. A scheme's loader
 	// (Schemes) does not get it.
 	Env []EnvVar `json:"env,omitempty"`
+}
+
+// ImageVolumes says which models are mounted as image volumes.
+type ImageVolumes struct {
+	// Repositories are patterns of oci:// model repositories
+	// (registry/path, path.Match syntax: registry.example.com/models/*)
+	// whose models are mounted as image volumes unless the object's
+	// modelgate.io/model-mount says loader. A repository must hold
+	// image-format artifacts that containerd can mount; ModelPack
+	// artifacts cannot be (containerd#11381), and stay with the loader.
+	Repositories []string `json:"repositories,omitempty"`
+	// HubMirror is the registry and path prefix `modelgate pack` pushes
+	// Hugging Face models to (registry.example.com/hf): an hf://org/name@rev
+	// model with modelgate.io/model-mount: image-volume mounts the image
+	// <hubMirror>/<org>/<name>:<rev> (lower case; rev main when none),
+	// laid out as the loader lays out the Hub's cache. Empty: hf:// models
+	// are always loaded.
+	HubMirror string `json:"hubMirror,omitempty"`
 }
 
 // LoaderImage is a loader for one scheme: its image, command, args

@@ -2,6 +2,7 @@ package config
 
 import (
 	"maps"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -44,6 +45,8 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 		}
 		errs = append(errs, validateLoaderArgs(img.Args, sp.Child("args"))...)
 	}
+
+	errs = append(errs, validateImageVolumes(&in.ImageVolumes, p.Child("imageVolumes"))...)
 
 	gp := p.Child("gpu")
 	for name, v := range map[string]string{
@@ -177,3 +180,22 @@ func validateGPUAllocation(g *GPU, p *field.Path) field.ErrorList {
 // celIdentifier is a device attribute or capacity name as CEL and the
 // ResourceSlice API accept it.
 var celIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,31}$`)
+
+// validateImageVolumes checks the repository patterns and the hub mirror.
+func validateImageVolumes(iv *ImageVolumes, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, pat := range iv.Repositories {
+		if _, err := path.Match(pat, ""); err != nil || pat == "" || strings.Contains(pat, "@") || strings.Contains(pat, "://") {
+			errs = append(errs, field.Invalid(p.Child("repositories").Index(i), pat,
+				"must be a registry/path pattern in path.Match syntax, without scheme, tag or digest (registry.example.com/models/*)"))
+		}
+	}
+	if m := iv.HubMirror; m != "" && !imageRepository.MatchString(strings.TrimSuffix(m, "/")) {
+		errs = append(errs, field.Invalid(p.Child("hubMirror"), m,
+			"must be a registry and repository prefix in lower case, without scheme, tag or digest (registry.example.com/hf)"))
+	}
+	return errs
+}
+
+// imageRepository is a registry host[:port] and a lower-case path.
+var imageRepository = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$`)
