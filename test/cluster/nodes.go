@@ -105,9 +105,14 @@ func checkNode(n *corev1.Node) error {
 		return errors.New("metadata.name: required")
 	}
 	if v, ok := n.Labels[LabelGPUCount]; ok {
+		// A GPU node without the device plugin's capacity offers its GPUs
+		// through DRA only: the count label says how many.
 		c, has := n.Status.Capacity[ResourceGPU]
 		if !has {
-			return fmt.Errorf("status.capacity[%s]: required when the label %s is set (%q)", ResourceGPU, LabelGPUCount, v)
+			if q, err := resource.ParseQuantity(v); err != nil || q.Sign() <= 0 || q.Value() > 64 {
+				return fmt.Errorf("metadata.labels[%s]: %q: must be a GPU count from 1 to 64", LabelGPUCount, v)
+			}
+			return nil
 		}
 		if c.String() != v {
 			return fmt.Errorf("metadata.labels[%s]: %q: must equal status.capacity[%s] (%s)", LabelGPUCount, v, ResourceGPU, c.String())
@@ -188,13 +193,16 @@ func NodeTable(nodes []corev1.Node) string {
 	_, _ = fmt.Fprintln(w, "NODE\tGPU PRODUCT\tGPU MEMORY (MiB)\tGPUS\tCPU\tMEMORY\tREADY")
 	for i := range nodes {
 		n := &nodes[i]
-		gpus := n.Status.Allocatable[ResourceGPU]
+		gpus := quantity(n.Status.Allocatable[ResourceGPU])
+		if _, plugin := n.Status.Allocatable[ResourceGPU]; !plugin && n.Labels[LabelGPUCount] != "" {
+			gpus = n.Labels[LabelGPUCount] + " (DRA)"
+		}
 		ready := "False"
 		if NodeReady(n) {
 			ready = "True"
 		}
 		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name,
-			orDash(n.Labels[LabelGPUProduct]), orDash(n.Labels[LabelGPUMemory]), quantity(gpus),
+			orDash(n.Labels[LabelGPUProduct]), orDash(n.Labels[LabelGPUMemory]), gpus,
 			quantity(n.Status.Allocatable[corev1.ResourceCPU]), memory(n.Status.Allocatable[corev1.ResourceMemory]), ready)
 	}
 	_ = w.Flush()

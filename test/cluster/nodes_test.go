@@ -63,9 +63,9 @@ func TestParseNodesErrors(t *testing.T) {
 		"not a node":    {"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n", `apiVersion/kind: "v1"/"Pod": must be v1/Node`},
 		"no name":       {"apiVersion: v1\nkind: Node\n", "metadata.name: required"},
 		"duplicate":     {node + "---\n" + node, `document 2 (node "n1"): metadata.name: duplicate node name`},
-		"count without capacity": {
-			node + "  labels:\n    nvidia.com/gpu.count: \"8\"\n",
-			`status.capacity[nvidia.com/gpu]: required when the label nvidia.com/gpu.count is set ("8")`,
+		"a DRA-only node's count that is no count": {
+			node + "  labels:\n    nvidia.com/gpu.count: \"many\"\n",
+			`metadata.labels[nvidia.com/gpu.count]: "many": must be a GPU count from 1 to 64`,
 		},
 		"count disagrees": {
 			node + "  labels:\n    nvidia.com/gpu.count: \"8\"\nstatus:\n  capacity:\n    nvidia.com/gpu: \"4\"\n",

@@ -31,6 +31,7 @@ const (
 	labelProduct = "nvidia.com/gpu.product"
 	labelMemory  = "nvidia.com/gpu.memory"
 	labelFamily  = "nvidia.com/gpu.family"
+	labelCount   = "nvidia.com/gpu.count"
 	resourceGPU  = corev1.ResourceName("nvidia.com/gpu")
 )
 
@@ -40,17 +41,19 @@ var computeCapability = map[string]string{
 }
 
 // DeviceClasses are the classes NVIDIA's chart installs: full GPUs and MIG
-// instances of the driver, told apart by the type attribute.
+// instances of the driver, told apart by the type attribute. The GPU class
+// serves nvidia.com/gpu requests on nodes without the device plugin
+// (extendedResourceName, KEP-5004, beta and on in Kubernetes 1.36).
 func DeviceClasses() []*resourcev1.DeviceClass {
-	class := func(name, typ string) *resourcev1.DeviceClass {
+	class := func(name, typ string, extended *string) *resourcev1.DeviceClass {
 		return &resourcev1.DeviceClass{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
 				Expression: fmt.Sprintf("device.driver == %q && device.attributes[%q].type == %q", Driver, Driver, typ),
-			}}}},
+			}}}, ExtendedResourceName: extended},
 		}
 	}
-	return []*resourcev1.DeviceClass{class(GPUClass, "gpu"), class(MIGClass, "mig")}
+	return []*resourcev1.DeviceClass{class(GPUClass, "gpu", ptr.To(string(resourceGPU))), class(MIGClass, "mig", nil)}
 }
 
 // SliceFor is the ResourceSlice NVIDIA's driver would publish for the
@@ -59,7 +62,12 @@ func DeviceClasses() []*resourcev1.DeviceClass {
 // default product table; a product the table lacks keeps its label value.
 func SliceFor(n *corev1.Node) *resourcev1.ResourceSlice {
 	q, ok := n.Status.Capacity[resourceGPU]
-	if !ok || q.Value() <= 0 {
+	if !ok {
+		// A node without the device plugin offers its GPUs through DRA
+		// only; GPU Feature Discovery's count label says how many.
+		q, _ = resource.ParseQuantity(n.Labels[labelCount])
+	}
+	if q.Value() <= 0 {
 		return nil
 	}
 	product := n.Labels[labelProduct]

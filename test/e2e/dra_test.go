@@ -90,6 +90,34 @@ var _ = Describe("GPUs through DRA", func() {
 		}
 	}, SpecTimeout(3*time.Minute))
 
+	It("still places device-plugin Pods on the right product where a node offers its GPUs through DRA only (KEP-5004)", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "dra-extended")
+		// gpu-l4-dra-0 has no nvidia.com/gpu capacity: the scheduler serves
+		// the limit modelgate writes from its ResourceSlice, through the
+		// gpu.nvidia.com DeviceClass's extendedResourceName.
+		const l4 = "NVIDIA-L4"
+		Expect(k8s.Create(ctx, deployment(ns, "l4", 2, serving("2", map[string]string{annotations.GPUProduct: l4})))).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "l4")
+			g.Expect(pods).To(HaveLen(2))
+			for _, p := range pods {
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "pod %s", p.Name)
+				g.Expect(nodeOf(g, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, l4))
+				g.Expect(p.Spec.Containers[0].Resources.Limits).To(HaveKey(cluster.ResourceGPU), "modelgate's device-plugin injection")
+				g.Expect(p.Spec.ResourceClaims).To(BeEmpty())
+				st := p.Status.ExtendedResourceClaimStatus
+				g.Expect(st).NotTo(BeNil(), "pod %s: the scheduler made no claim for nvidia.com/gpu", p.Name)
+				var rc resourcev1.ResourceClaim
+				g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.ResourceClaimName}, &rc)).To(Succeed())
+				g.Expect(rc.Status.Allocation).NotTo(BeNil())
+				g.Expect(rc.Status.Allocation.Devices.Results).To(HaveLen(2))
+				for _, r := range rc.Status.Allocation.Devices.Results {
+					g.Expect(r.Pool).To(Equal(p.Spec.NodeName))
+				}
+			}
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
 	It("starts a Deployment of 8 claimed Pods about as fast as 8 device-plugin ones", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "dra-speed")
 		timeToRunning := func(name string, a map[string]string) time.Duration {
