@@ -137,5 +137,16 @@ var _ = Describe("GPUs through DRA", func() {
 		claims := timeToRunning("dra", dra(h))
 		AddReportEntry("time to Running, 8 replicas of 1 H100", fmt.Sprintf("device plugin %s, DRA %s",
 			plugin.Round(time.Millisecond), claims.Round(time.Millisecond)))
+
+		By("a Pod whose template does not exist yet waits for it only moments")
+		// A template nobody made before: a count no other spec asks for.
+		start := time.Now()
+		Expect(k8s.Create(ctx, deployment(ns, "fresh-template", 1, serving("3", dra(h))))).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods := podsOf(ctx, g, ns, "fresh-template")
+			g.Expect(pods).To(HaveLen(1))
+			g.Expect(pods[0].Status.ResourceClaimStatuses).To(ContainElement(HaveField("ResourceClaimName", Not(BeNil()))))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+		AddReportEntry("Deployment created to its Pod's claim made from a new template", time.Since(start).Round(time.Millisecond).String())
 	}, SpecTimeout(3*time.Minute))
 })
