@@ -64,19 +64,13 @@ var _ = Describe("GPUs through DRA", func() {
 		Eventually(func(g Gomega) {
 			pods := podsOf(ctx, g, ns, "a100")
 			g.Expect(pods).To(HaveLen(5))
-			running, pending := 0, 0
-			for _, p := range pods {
-				switch {
-				case p.Status.Phase == corev1.PodRunning:
-					running++
-					g.Expect(nodeOf(g, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
-					g.Expect(allocatedProducts(ctx, g, &p)).To(Equal([]string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"}))
-					g.Expect(p.Spec.Containers[0].Resources.Limits).NotTo(HaveKey(cluster.ResourceGPU))
-				case p.Spec.NodeName == "" && unschedulable(&p) != "":
-					pending++
-					g.Expect(unschedulable(&p)).To(ContainSubstring("cannot allocate all claims"))
-				}
-			}
+			running, pending := placed(pods, func(p *corev1.Pod) {
+				g.Expect(nodeOf(g, p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
+				g.Expect(allocatedProducts(ctx, g, p)).To(Equal([]string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"}))
+				g.Expect(p.Spec.Containers[0].Resources.Limits).NotTo(HaveKey(cluster.ResourceGPU))
+			}, func(reason string) {
+				g.Expect(reason).To(ContainSubstring("cannot allocate all claims"))
+			})
 			g.Expect([]int{running, pending}).To(Equal([]int{4, 1}), "running and pending pods")
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))

@@ -35,6 +35,24 @@ func unschedulable(p *corev1.Pod) string {
 	return ""
 }
 
+// placed counts the running pods, checked by running, and the ones the
+// scheduler could not place, whose reason pending checks.
+func placed(pods []corev1.Pod, running func(*corev1.Pod), pending func(reason string)) (int, int) {
+	r, p := 0, 0
+	for i := range pods {
+		pod := &pods[i]
+		switch {
+		case pod.Status.Phase == corev1.PodRunning:
+			r++
+			running(pod)
+		case pod.Spec.NodeName == "" && unschedulable(pod) != "":
+			p++
+			pending(unschedulable(pod))
+		}
+	}
+	return r, p
+}
+
 var _ = Describe("Scheduling", func() {
 	It("places Pods only on nodes of the requested GPU product, and leaves the rest Pending when those are full", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "product")
@@ -45,20 +63,12 @@ var _ = Describe("Scheduling", func() {
 		Eventually(func(g Gomega) {
 			pods := podsOf(ctx, g, ns, "a100")
 			g.Expect(pods).To(HaveLen(5))
-			running, pending := 0, 0
-			for _, p := range pods {
-				switch {
-				case p.Status.Phase == corev1.PodRunning:
-					running++
-					expectInjectedOnce(g, &p, &d.Spec.Template, 2)
-					g.Expect(nodeOf(g, &p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
-				case p.Spec.NodeName == "" && unschedulable(&p) != "":
-					pending++
-					g.Expect(unschedulable(&p)).To(And(
-						ContainSubstring("Insufficient nvidia.com/gpu"),
-						ContainSubstring("didn't match Pod's node affinity")))
-				}
-			}
+			running, pending := placed(pods, func(p *corev1.Pod) {
+				expectInjectedOnce(g, p, &d.Spec.Template, 2)
+				g.Expect(nodeOf(g, p).Labels).To(HaveKeyWithValue(cluster.LabelGPUProduct, a100), "pod %s", p.Name)
+			}, func(reason string) {
+				g.Expect(reason).To(And(ContainSubstring("Insufficient nvidia.com/gpu"), ContainSubstring("didn't match Pod's node affinity")))
+			})
 			g.Expect([]int{running, pending}).To(Equal([]int{4, 1}), "running and pending pods")
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
