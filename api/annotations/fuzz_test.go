@@ -285,6 +285,9 @@ func FuzzParser(f *testing.F) {
 			ModelCredentialsKeys: "AWS_ACCESS_KEY_ID=accessKey, AWS_SECRET_ACCESS_KEY=secretKey,AWS_ACCESS_KEY_ID=x"}},
 		{nil, map[string]string{Model: "pvc://models/llama", ModelCredentialsKeys: "GOOGLE_APPLICATION_CREDENTIALS_JSON=key.json"}},
 		{map[string]string{Model: "ftp://x"}, map[string]string{GPU: "0", Profile: "nope"}},
+		{nil, map[string]string{Model: "oci://registry.example.com/m@sha256:" + strings.Repeat("ab", 32), ModelMount: "image-volume:/mnt/m"}},
+		{map[string]string{ModelMount: "loader"}, map[string]string{Model: "s3://models/llama", GPU: "2", GPUAllocation: "dra"}},
+		{nil, map[string]string{Model: "pvc://models/llama", ModelMount: "image-volume", GPUAllocation: "device-plugin"}},
 	} {
 		keys, joined := fuzzSeed(seed[0], seed[1])
 		f.Add(keys, joined)
@@ -347,4 +350,35 @@ func checkSettings(t *testing.T, s Settings) {
 	if back.Hash() != s.Hash() {
 		t.Fatalf("hash changed through JSON: %q vs %q", s.Hash(), back.Hash())
 	}
+}
+
+// FuzzParseModelMount checks that any string either fails or parses into
+// a delivery and a clean absolute path (or none) that parse again to the
+// same.
+func FuzzParseModelMount(f *testing.F) {
+	for _, seed := range []string{"/models", "image-volume", "image-volume:/mnt/m", "loader:/data", "loader:", "image-volume:/", "/a:b", "loader:/x/../y"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		mount, d, err := ParseModelMount(s)
+		if err != nil {
+			return
+		}
+		if mount != "" {
+			if _, err := ParseMountPath(mount); err != nil {
+				t.Fatalf("ParseModelMount(%q) = path %q, which ParseMountPath refuses: %v", s, mount, err)
+			}
+		}
+		again := mount
+		if d != "" {
+			again = string(d)
+			if mount != "" {
+				again += ":" + mount
+			}
+		}
+		m2, d2, err := ParseModelMount(again)
+		if err != nil || m2 != mount || d2 != d {
+			t.Fatalf("ParseModelMount(%q) = %q, %q; its form %q parses to %q, %q, %v", s, mount, d, again, m2, d2, err)
+		}
+	})
 }
