@@ -30,6 +30,7 @@ Usage:
   modelgate load --uri=URI --dest=DIR
                              fetch a model into DIR, whole and verified (the model-loader
                              init container; modelgate load -h for flags and exit codes)
+  modelgate pack URI IMAGE   push a model as an OCI image laid out as load writes it (modelgate pack -h)
   modelgate migrate          rewrite every AIInference in the storage version (modelgate migrate -h)
   modelgate version          print the version
 `
@@ -57,6 +58,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return auditCmd(args[1:], stdin, stdout, stderr)
 	case "load":
 		return loadCmd(args[1:], stdout, stderr)
+	case "pack":
+		return packCmd(args[1:], stdout, stderr)
 	case "migrate":
 		return migrateCmd(args[1:], stdout, stderr)
 	case "version":

@@ -92,6 +92,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		// (1m by default).
 		Configure: func(c *config.Configuration) {
 			c.Policy.Exceptions.ClockSkew = &metav1.Duration{Duration: exceptionClockSkew}
+			// Hub models packed by `modelgate pack` (the image volume
+			// specs); the node's containerd sends every registry host to
+			// its own registry.
+			c.Injection.ImageVolumes.HubMirror = hubMirror
 		},
 	})
 	Expect(err).NotTo(HaveOccurred())
