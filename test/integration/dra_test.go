@@ -16,11 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // Issue 31, item 1: the same GPU annotations, allocated through DRA.
@@ -154,6 +156,38 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 		err = alice.Create(ctx, missing)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring(`uses resource claim "accel", whose ResourceClaimTemplate or ResourceClaim was not found`))
+	})
+})
+
+// Unused templates go after the idle time; the user's are never touched.
+var _ = Describe("GPU claim template clean-up", func() {
+	It("deletes modelgate's template once no Pod has named it for the idle time, and leaves the user's", func(ctx SpecContext) {
+		ns := namespace(ctx, nil)
+		mk := func(name string, ours bool) *resourcev1.ResourceClaimTemplate {
+			t := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			if ours {
+				t.Labels = map[string]string{gpuclaim.ManagedByLabel: gpuclaim.ManagedBy}
+			}
+			t.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1}}}
+			Expect(admin.Create(ctx, t)).To(Succeed())
+			return t
+		}
+		ours, users := mk(gpuclaim.TemplatePrefix+"1-aaaaaaaaaa", true), mk(gpuclaim.TemplatePrefix+"1-bbbbbbbbbb", false)
+		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Idle: time.Second}
+		for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
+			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
+			Expect(err).NotTo(HaveOccurred())
+			if t == ours {
+				Expect(res.RequeueAfter).To(BeNumerically(">", 0), "an unused template waits out the idle time")
+			}
+		}
+		time.Sleep(1100 * time.Millisecond)
+		for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
+			_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{}))).To(BeTrue(), "modelgate's unused template stayed")
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(users), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "the user's template was deleted")
 	})
 })
 
