@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/modelgate/modelgate/test/deviceplugin"
+	"github.com/modelgate/modelgate/test/draplugin"
 )
 
 // RealNodeMode says whether Start starts the real node.
@@ -79,7 +80,8 @@ func (o RealNodeOptions) withDefaults() RealNodeOptions {
 
 // RealNode is the cluster's real node: a kubelet and containerd running
 // Pods in real containers (runc) on this machine, with host networking,
-// GPUs from a device plugin and images from a registry on loopback.
+// GPUs from a device plugin and, the same GPUs, from a DRA kubelet plugin
+// (resource claims), and images from a registry on loopback.
 type RealNode struct {
 	// Name is the Node's name; it resolves to 127.0.0.1.
 	Name string
@@ -89,7 +91,8 @@ type RealNode struct {
 	// Dir is the node's folder (kubelet root, containerd root), LogDir
 	// where kubelet.log and containerd.log are.
 	Dir, LogDir string
-	// GPUs is how many GPUs the device plugin advertises.
+	// GPUs is how many GPUs the device plugin advertises, and the DRA
+	// plugin publishes.
 	GPUs int
 
 	opts       RealNodeOptions
@@ -99,6 +102,8 @@ type RealNode struct {
 	lock       *os.File
 	registry   *nodeRegistry
 	plugin     *deviceplugin.Plugin
+	draPlugin  *draplugin.Plugin
+	draLog     *os.File
 	kubelet    *process
 	container  *process
 	stopPlugin context.CancelFunc
@@ -172,8 +177,9 @@ func nodeName() string {
 }
 
 // start starts the registry (with the images pushed), containerd, the
-// kubelet and the device plugin, and waits until the Node is Ready with
-// its GPUs allocatable.
+// kubelet and the device plugin, waits until the Node is Ready with its
+// GPUs allocatable, then starts the DRA plugin and waits until the
+// kubelet has registered it and the node's ResourceSlice is published.
 func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin client.Client, loaderImage string, failed chan<- error) error {
 	var err error
 	if n.regLog, err = os.OpenFile(filepath.Join(n.LogDir, "registry.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
@@ -231,6 +237,10 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 		return err
 	}
 	if err := n.waitReady(ctx, admin); err != nil {
+		return err
+	}
+	// After the Node exists: the plugin's ResourceSlice is owned by it.
+	if err := n.startDRAPlugin(pluginCtx, ctx, kp, cp, labels, user.Config()); err != nil {
 		return err
 	}
 	if err := installRealNodePlacement(ctx, admin, n.Name); err != nil {
@@ -313,9 +323,17 @@ func (n *RealNode) Stop() error {
 	}
 	n.stopping.Store(true)
 	var errs []error
+	if n.draPlugin != nil {
+		n.draPlugin.Stop()
+	}
 	if n.plugin != nil {
 		errs = append(errs, n.plugin.Stop())
+	}
+	if n.stopPlugin != nil {
 		n.stopPlugin()
+	}
+	if n.draLog != nil {
+		_ = n.draLog.Close()
 	}
 	if n.kubelet != nil {
 		errs = append(errs, n.kubelet.stop())

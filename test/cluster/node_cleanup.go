@@ -18,8 +18,15 @@ import (
 // are told, which the real node owns while it holds the node lock.
 var machinePaths = []string{devicePluginDir, containerLogLinks, "/run/containerd", "/var/lib/cni", "/run/netns", nodeRunDir}
 
+// stateDirs are the folders, in the node's folder, that Stop removes.
+var stateDirs = []string{"kubelet", "containerd", cdiSubdir}
+
 // nodeFootprint is everything the real node may leave on the machine:
 // its own folder, the machine paths and the kubepods cgroups.
+//
+// Of its own folder, stateDirs are removed (the rest is configuration and
+// logs): the kubelet's root (with the DRA plugin's sockets), containerd's
+// root, and the CDI specs the DRA plugin wrote.
 type nodeFootprint struct {
 	// dir is the node's folder (kubelet root, containerd root, logs).
 	dir string
@@ -68,7 +75,7 @@ func (f nodeFootprint) clean() error {
 	}
 	// What the kubelet made of /var/lib/kubelet beside device-plugins.
 	_ = os.Remove("/var/lib/kubelet")
-	for _, d := range []string{"kubelet", "containerd"} {
+	for _, d := range stateDirs {
 		if err := os.RemoveAll(filepath.Join(f.dir, d)); err != nil {
 			errs = append(errs, fmt.Errorf("removing %s: %w", d, err))
 		}
@@ -92,7 +99,11 @@ func (f nodeFootprint) leftovers() []string {
 	for _, c := range kubepodsCgroups() {
 		out = append(out, "cgroup "+c)
 	}
-	for _, p := range append(slices.Clone(machinePaths), filepath.Join(f.dir, "kubelet"), filepath.Join(f.dir, "containerd")) {
+	paths := slices.Clone(machinePaths)
+	for _, d := range stateDirs {
+		paths = append(paths, filepath.Join(f.dir, d))
+	}
+	for _, p := range paths {
 		if _, err := os.Lstat(p); err == nil {
 			out = append(out, "path "+p)
 		}

@@ -15,9 +15,10 @@ const nodeRunDir = "/run/modelgate-node"
 
 // containerdPaths are where containerd keeps its state: root (images,
 // snapshots: large) in the cluster's folder, state and socket in
-// nodeRunDir.
+// nodeRunDir. cdi is the one folder it reads CDI specs from, which the
+// DRA plugin writes (instead of the machine's /etc/cdi and /var/run/cdi).
 type containerdPaths struct {
-	root, state, socket, config, certsD, cniConf string
+	root, state, socket, config, certsD, cniConf, cdi string
 }
 
 func newContainerdPaths(nodeDir string) containerdPaths {
@@ -28,6 +29,7 @@ func newContainerdPaths(nodeDir string) containerdPaths {
 		config:  filepath.Join(nodeDir, "containerd.toml"),
 		certsD:  filepath.Join(nodeDir, "certs.d"),
 		cniConf: filepath.Join(nodeDir, "cni"),
+		cdi:     filepath.Join(nodeDir, cdiSubdir),
 	}
 }
 
@@ -35,8 +37,10 @@ func newContainerdPaths(nodeDir string) containerdPaths {
 // runc through the v2 shim with cgroupfs (as the kubelet's cgroupDriver),
 // the CRI plugin with the locally built pause image, every registry sent
 // to the node's registry (certs.d/_default), the CNI loopback network,
-// and the plugins that would write outside its folders (/opt/containerd)
-// or need what this machine lacks turned off. restrict_oom_score_adj: root
+// CDI specs read from the node's cdi folder only (cdi_spec_dirs;
+// containerd 2.4 always has CDI on and ignores enable_cdi), and the
+// plugins that would write outside its folders (/opt/containerd) or need
+// what this machine lacks turned off. restrict_oom_score_adj: root
 // here lacks CAP_SYS_RESOURCE, so the negative oom_score_adj containerd
 // gives sandboxes fails ("can't get final child's PID from pipe: EOF");
 // restricted, it never goes below its own.
@@ -77,6 +81,7 @@ disabled_plugins = [
   restrict_oom_score_adj = true
   disable_apparmor = true
   enable_selinux = false
+  cdi_spec_dirs = [` + q(p.cdi) + `]
   [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
@@ -116,6 +121,9 @@ func writeContainerdConfig(p containerdPaths, b nodeBinaries, registry string) e
 		p.config: containerdConfig(p, b),
 		filepath.Join(p.certsD, "_default", "hosts.toml"): registryHosts(registry),
 		filepath.Join(p.cniConf, "10-loopback.conflist"):  cniLoopback,
+	}
+	if err := os.MkdirAll(p.cdi, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", p.cdi, err)
 	}
 	for path, content := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {

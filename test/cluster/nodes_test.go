@@ -23,12 +23,18 @@ func TestDefaultNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The mix the issue asks for: two 8xH100-80GB, two 4xA100-40GB, a 4xT4
-	// and a CPU-only node.
-	want := map[string]int{"NVIDIA-H100-80GB-HBM3/8": 2, "NVIDIA-A100-SXM4-40GB/4": 2, "Tesla-T4/4": 1, "/0": 1}
+	// and a CPU-only node; and a 4xL4 offered through DRA only (no device
+	// plugin: its count label says how many).
+	want := map[string]int{"NVIDIA-H100-80GB-HBM3/8": 2, "NVIDIA-A100-SXM4-40GB/4": 2, "Tesla-T4/4": 1, "NVIDIA-L4/4 (DRA)": 1, "/0": 1}
 	got := map[string]int{}
 	for _, n := range nodes {
 		gpus := n.Status.Allocatable[ResourceGPU]
-		got[n.Labels[LabelGPUProduct]+"/"+gpus.String()]++
+		if _, plugin := n.Status.Allocatable[ResourceGPU]; !plugin && n.Labels[LabelGPUCount] != "" {
+			gpus = resource.MustParse(n.Labels[LabelGPUCount])
+			got[n.Labels[LabelGPUProduct]+"/"+gpus.String()+" (DRA)"]++
+		} else {
+			got[n.Labels[LabelGPUProduct]+"/"+gpus.String()]++
+		}
 		if n.Annotations[FakeNodeAnnotation] != "fake" {
 			t.Errorf("node %s: not annotated for kwok", n.Name)
 		}
