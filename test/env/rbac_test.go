@@ -196,7 +196,9 @@ var (
 )
 
 // checkControllerRBAC checks the permissions the AIInference controller
-// adds (docs/api/aiinference.md, "Permissions"): no delete on anything;
+// adds (docs/api/aiinference.md, "Permissions"): no delete on anything
+// but the GPU claim templates modelgate makes (docs/injection.md, "GPUs
+// through DRA"), whose claims it only reads;
 // Pods, ReplicaSets and AIInferences read, never written; Deployments and
 // Services created and updated; aiinferences/finalizers update alone (an
 // owner reference that blocks deletion needs it); events create and patch;
@@ -213,6 +215,14 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 			for _, res := range r.Resources {
 				seen[res] = true
 				switch {
+				case res == "resourceclaimtemplates":
+					// The GPU claim templates modelgate makes: created for
+					// the Pods that name them, deleted once unused.
+					if !subset(r.Verbs, "get", "list", "watch", "create", "delete") {
+						t.Errorf("ClusterRole %s grants %v on resourceclaimtemplates: more than get, list, watch, create and delete", cr.Name, r.Verbs)
+					}
+				case res == "resourceclaims" && slices.ContainsFunc(r.Verbs, isWrite):
+					t.Errorf("ClusterRole %s grants %v on resourceclaims: read alone", cr.Name, r.Verbs)
 				case slices.Contains(r.Verbs, "delete") || slices.Contains(r.Verbs, "deletecollection"):
 					t.Errorf("ClusterRole %s may delete %s: the controller never deletes", cr.Name, res)
 				case controllerReads[res] && slices.ContainsFunc(r.Verbs, isWrite):
