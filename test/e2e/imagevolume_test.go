@@ -89,7 +89,7 @@ var _ = Describe("Models as image volumes, on the real node", func() {
 		digest, packTime := pack()
 		again, _ := pack()
 		Expect(again).To(Equal(digest), "the same model packs to the same image")
-		AddReportEntry("modelgate pack of the tiny Hub model", packTime.Round(time.Millisecond).String())
+		AddReportEntry("modelgate pack of the Hub model, 256 MiB: load, build, push, verify", packTime.Round(time.Millisecond).String())
 
 		ns := newNamespace(ctx, "imagevol")
 		// The loader's way, for the same model, to compare with.
