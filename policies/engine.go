@@ -3,6 +3,7 @@ package policies
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,6 +41,11 @@ type Options struct {
 	// when the policies that apply cannot be combined (see Set.Prepare):
 	// the baseline of the benchmarks.
 	SeparateQueries bool
+	// Cache, if set, answers a review that is the same as an earlier one
+	// in everything the policies can read with the earlier decision,
+	// without evaluating (see DecisionCache). The Observer is not told of
+	// decisions the cache answers.
+	Cache *DecisionCache
 }
 
 // Review is what the policies judge: one admitted object.
@@ -85,6 +91,7 @@ type Engine struct {
 	timedOut  error
 	observer  Observer
 	separate  bool
+	cache     *DecisionCache
 	// combinedEvals counts the reviews whose combinable policies were
 	// evaluated in one query.
 	combinedEvals atomic.Uint64
@@ -100,6 +107,7 @@ func NewEngine(o Options) *Engine {
 		timedOut: fmt.Errorf("timed out after %s: %w", o.Timeout, context.DeadlineExceeded),
 		observer: o.Observer,
 		separate: o.SeparateQueries,
+		cache:    o.Cache,
 	}
 	e.set.Store(NewSet())
 	return e
@@ -183,6 +191,16 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	if r.View != nil {
 		r.Workload = r.View.ValueOf(set.reads.has)
 	}
+	var key [sha256.Size]byte
+	cached := e.cache != nil && !slices.ContainsFunc(matched, func(i int) bool { return set.policies[i].needsObjects })
+	if cached {
+		key, cached = reviewKey(&r)
+	}
+	if cached {
+		if d, ok := e.cache.get(set, key); ok {
+			return d
+		}
+	}
 	in := newInputs(r)
 	results := make([]Result, len(matched))
 	done := make([]bool, len(matched))
@@ -223,7 +241,11 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 			e.observer.Evaluated(results[k].Policy, results[k].Decision(), results[k].Duration)
 		}
 	}
-	return Decision{Results: results}
+	d := Decision{Results: results}
+	if cached && d.cacheable() {
+		e.cache.put(set, key, d)
+	}
+	return d
 }
 
 // errPanic marks an evaluation that panicked.

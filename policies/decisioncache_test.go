@@ -1,0 +1,254 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// sameDecision compares decisions as a caller sees them: results, their
+// order, messages and details, errors by text; not how long each took.
+var sameDecision = []cmp.Option{
+	cmpopts.IgnoreFields(Result{}, "Duration"),
+	cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) }),
+}
+
+// variant is gpuWorkload changed by the seed: its name, namespace, labels,
+// GPUs, products, engine, model pin and containers vary, so that some
+// reviews repeat others in what the policies read and some do not.
+func variant(seed uint64) (map[string]any, string) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	wl := gpuWorkload()
+	ns := []string{"team-a", "team-b", "research"}[r.IntN(3)]
+	wl["namespace"] = ns
+	wl["name"] = fmt.Sprintf("llama-%d", r.IntN(4))
+	gpu := wl["gpu"].(map[string]any)
+	gpu["count"] = r.IntN(10)
+	gpu["products"] = [][]any{{"NVIDIA-A100-SXM4-80GB"}, {"NVIDIA-H100-80GB-HBM3"}, {}}[r.IntN(3)]
+	if r.IntN(3) == 0 {
+		wl["owner"], wl["team"] = "", ""
+	}
+	if r.IntN(3) == 0 {
+		m := wl["model"].(map[string]any)
+		m["pinned"], m["revision"] = false, "main"
+	}
+	if r.IntN(4) == 0 {
+		wl["engine"], wl["serving"] = "", false
+	}
+	cs := wl["containers"].([]any)
+	c := cs[0].(map[string]any)
+	c["privileged"] = r.IntN(4) == 0
+	c["image"] = []string{"vllm/vllm-openai:v0.6.0", "docker.io/evil/miner:1", "registry.example.com/vllm:1"}[r.IntN(3)]
+	return wl, ns
+}
+
+// The cache answers exactly as evaluating does, for every review, in
+// order and in detail; repeats are answered from it, and a review some
+// applicable policy may judge by the raw object is never cached.
+func TestDecisionCacheEquivalence(t *testing.T) {
+	ctx := context.Background()
+	cs, errs := LoadDir(ctx, benchDir)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for name, policies := range map[string][]*Compiled{"without object readers": withoutObjects(cs), "all": cs} {
+		t.Run(name, func(t *testing.T) {
+			set := NewSet(policies...)
+			plain := NewEngine(Options{})
+			plain.Swap(set)
+			cache := NewDecisionCache(1 << 20)
+			cached := NewEngine(Options{Cache: cache})
+			cached.Swap(set)
+			for i := range uint64(300) {
+				wl, ns := variant(i % 97) // some seeds come back: repeats
+				r := Review{Kind: "Deployment", Namespace: ns, Workload: toValue(t, wl), Object: []byte(deploymentJSON)}
+				want := plain.Evaluate(ctx, r)
+				got := cached.Evaluate(ctx, r)
+				if diff := cmp.Diff(want, got, sameDecision...); diff != "" {
+					t.Fatalf("review %d (seed %d): cached decision differs (-evaluated +cached):\n%s", i, i%97, diff)
+				}
+			}
+			st := cache.Stats()
+			if name == "all" {
+				if st.Hits+st.Misses != 0 {
+					t.Errorf("a set with a policy reading input.object used the cache: %+v", st)
+				}
+				return
+			}
+			if st.Hits == 0 || st.Misses == 0 {
+				t.Errorf("stats %+v: want repeats answered from the cache and first reviews evaluated", st)
+			}
+		})
+	}
+}
+
+func withoutObjects(cs []*Compiled) []*Compiled {
+	var out []*Compiled
+	for _, c := range cs {
+		if !c.NeedsObjects() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// A policy that reads the name makes every differently named review miss;
+// one that reads the namespace's labels sees a change of them at once; a
+// new Set is never answered with the old one's decisions.
+func TestDecisionCacheSeesWhatPoliciesRead(t *testing.T) {
+	ctx := context.Background()
+	byName := mustCompile(t, Policy{Name: "by-name", Module: module(
+		"package t.byname",
+		`deny contains sprintf("name %s", [input.workload.name]) if input.workload.name != ""`)})
+	byLabel := mustCompile(t, Policy{Name: "by-label", Module: module(
+		"package t.bylabel",
+		`deny contains "frozen namespace" if input.workload.namespaceLabels.frozen == "true"`)})
+	cache := NewDecisionCache(1 << 20)
+	e := NewEngine(Options{Cache: cache})
+	e.Swap(NewSet(byName))
+	review := func(name string, labels map[string]string) Review {
+		wl := gpuWorkload()
+		wl["name"] = name
+		nl := map[string]any{}
+		for k, v := range labels {
+			nl[k] = v
+		}
+		wl["namespaceLabels"] = nl
+		return Review{Kind: "Pod", Namespace: "team-a", NamespaceLabels: labels, Workload: toValue(t, wl)}
+	}
+	msgs := func(d Decision) []string {
+		var out []string
+		for _, r := range d.Results {
+			for _, v := range r.Deny {
+				out = append(out, "["+r.Policy+"] "+v.Msg)
+			}
+		}
+		return out
+	}
+	for _, n := range []string{"a", "b", "a"} {
+		if got := msgs(e.Evaluate(ctx, review(n, nil))); !cmp.Equal(got, []string{"[by-name] name " + n}) {
+			t.Errorf("name %s: %v", n, got)
+		}
+	}
+	if st := cache.Stats(); st.Hits != 1 || st.Misses != 2 {
+		t.Errorf("stats %+v: want the second \"a\" alone answered from the cache", st)
+	}
+
+	e.Swap(NewSet(byLabel))
+	if got := msgs(e.Evaluate(ctx, review("a", nil))); len(got) != 0 {
+		t.Errorf("after a policy change, the old set's decision: %v", got)
+	}
+	if got := msgs(e.Evaluate(ctx, review("a", map[string]string{"frozen": "true"}))); !cmp.Equal(got, []string{"[by-label] frozen namespace"}) {
+		t.Errorf("after a namespace label change: %v", got)
+	}
+}
+
+// What the caller does to a decision (ratcheting, exceptions) never
+// reaches the cached one.
+func TestDecisionCacheCopies(t *testing.T) {
+	ctx := context.Background()
+	deny := mustCompile(t, Policy{Name: "deny", Module: module("package t.deny", `deny contains "no" if true`)})
+	e := NewEngine(Options{Cache: NewDecisionCache(1 << 20)})
+	e.Swap(NewSet(deny))
+	r := Review{Kind: "Pod", Namespace: "team-a", Workload: toValue(t, gpuWorkload())}
+	first := e.Evaluate(ctx, r)
+	first.Results[0].Deny[0].Msg = "changed"
+	first.Results[0].Deny = nil
+	again := e.Evaluate(ctx, r)
+	if len(again.Results) != 1 || len(again.Results[0].Deny) != 1 || again.Results[0].Deny[0].Msg != "no" {
+		t.Errorf("the cached decision was changed through a copy: %+v", again)
+	}
+}
+
+// The cache holds at most its bound, least recently used out first.
+func TestDecisionCacheBound(t *testing.T) {
+	ctx := context.Background()
+	byName := mustCompile(t, Policy{Name: "by-name", Module: module(
+		"package t.byname", `deny contains sprintf("name %s", [input.workload.name]) if true`)})
+	const bound = 4 << 10
+	cache := NewDecisionCache(bound)
+	e := NewEngine(Options{Cache: cache})
+	e.Swap(NewSet(byName))
+	for i := range 200 {
+		wl := gpuWorkload()
+		wl["name"] = fmt.Sprintf("pod-%d", i)
+		e.Evaluate(ctx, Review{Kind: "Pod", Namespace: "team-a", Workload: toValue(t, wl)})
+		if st := cache.Stats(); st.Bytes > bound {
+			t.Fatalf("after %d reviews the cache holds %d bytes, over its bound %d", i+1, st.Bytes, bound)
+		}
+	}
+	st := cache.Stats()
+	if st.Evictions == 0 || st.Entries == 0 {
+		t.Errorf("stats %+v: want entries evicted and some kept", st)
+	}
+	// The most recent is kept, the first long gone.
+	for name, wantHit := range map[string]bool{"pod-199": true, "pod-0": false} {
+		before := cache.Stats().Hits
+		wl := gpuWorkload()
+		wl["name"] = name
+		e.Evaluate(ctx, Review{Kind: "Pod", Namespace: "team-a", Workload: toValue(t, wl)})
+		if hit := cache.Stats().Hits > before; hit != wantHit {
+			t.Errorf("%s: hit %v, want %v", name, hit, wantHit)
+		}
+	}
+}
+
+// FuzzDecisionCache judges random variants of a GPU Deployment with and
+// without the cache and requires the same decision.
+func FuzzDecisionCache(f *testing.F) {
+	for _, s := range []uint64{0, 1, 42, 96} {
+		f.Add(s, s)
+	}
+	ctx := context.Background()
+	cs, errs := LoadDir(ctx, benchDir)
+	if len(errs) > 0 {
+		f.Fatal(errs)
+	}
+	set := NewSet(withoutObjects(cs)...)
+	plain := NewEngine(Options{})
+	plain.Swap(set)
+	cached := NewEngine(Options{Cache: NewDecisionCache(64 << 10)})
+	cached.Swap(set)
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		for _, s := range []uint64{a, b, a} {
+			wl, ns := variant(s)
+			r := Review{Kind: "Deployment", Namespace: ns, Workload: toValue(t, wl)}
+			if diff := cmp.Diff(plain.Evaluate(ctx, r), cached.Evaluate(ctx, r), sameDecision...); diff != "" {
+				t.Fatalf("seed %d: cached decision differs (-evaluated +cached):\n%s", s, diff)
+			}
+		}
+	})
+}
+
+// BenchmarkDecisionCache compares, in one run, evaluating the 7 bench
+// policies that do not read the raw object (first reviews, the cache off)
+// with answering a repeat from the cache; both convert the view per
+// review, as the webhook does.
+func BenchmarkDecisionCache(b *testing.B) {
+	ctx := context.Background()
+	wl := gpuWorkload()
+	for _, bc := range []struct {
+		name  string
+		cache *DecisionCache
+	}{{"evaluated", nil}, {"repeat-from-cache", NewDecisionCache(1 << 20)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := NewEngine(Options{Cache: bc.cache})
+			e.Swap(NewSet(loadBench(b, false)...))
+			e.Set().Prepare(ctx)
+			e.Evaluate(ctx, benchReview(b, wl))
+			b.ReportAllocs()
+			for b.Loop() {
+				if d := e.Evaluate(ctx, benchReview(b, wl)); len(d.Results) != e.Set().Len() {
+					b.Fatalf("%d results", len(d.Results))
+				}
+			}
+			if bc.cache != nil && bc.cache.Stats().Hits == 0 {
+				b.Fatal("no review was answered from the cache")
+			}
+		})
+	}
+}
