@@ -135,23 +135,36 @@ func (f *loadFlags) positional(args []string) error {
 	return nil
 }
 
-func loadCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+// parseCommand parses a loader command's flags, bound by bind, and its
+// positional arguments anywhere among them. -h prints usage and the flags
+// to stdout and ends the command with 0; a bad flag (which the flag
+// package reports on stderr) ends it with exitLoadInvalid. done says the
+// command is over, with code.
+func parseCommand(name, usage string, bind func(*flag.FlagSet), args []string, stdout, stderr io.Writer) (positional []string, code int, done bool) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f loadFlags
-	f.bind(fs)
+	bind(fs)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), loadUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	positional, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return exitLoadInvalid
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil, 0, true
+	case err != nil:
+		return nil, exitLoadInvalid, true
+	}
+	return positional, 0, false
+}
+
+func loadCmd(args []string, stdout, stderr io.Writer) int {
+	var f loadFlags
+	positional, code, done := parseCommand("load", loadUsage, f.bind, args, stdout, stderr)
+	if done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -162,7 +175,7 @@ func loadCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var res *loader.Result
-	err = f.positional(positional)
+	err := f.positional(positional)
 	if err == nil && f.cpuProfile != "" {
 		var stopProfile func()
 		if stopProfile, err = startCPUProfile(f.cpuProfile); err == nil {

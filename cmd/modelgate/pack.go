@@ -106,22 +106,10 @@ func (f *packFlags) parse(args []string) (*packArgs, error) {
 }
 
 func packCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pack", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var f packFlags
-	f.bind(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), packUsage)
-		fs.PrintDefaults()
-	}
-	positional, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return exitLoadInvalid
+	positional, code, done := parseCommand("pack", packUsage, f.bind, args, stdout, stderr)
+	if done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
