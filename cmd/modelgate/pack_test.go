@@ -1,13 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/pem"
-	"errors"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -26,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/pack/packtest"
 	"github.com/modelgate/modelgate/loader"
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
@@ -89,7 +85,7 @@ func loaded(t *testing.T, uri string, extra ...string) map[string]string {
 	if code := run(append([]string{"load", "--termination-log=", "--log-format=text", uri, dir}, extra...), nil, &out, &errOut); code != 0 {
 		t.Fatalf("load %s: exit %d\n%s", uri, code, errOut.String())
 	}
-	return dirTree(t, dir, loader.StateDir)
+	return packtest.Tree(t, dir, loader.StateDir)
 }
 
 // pulled is what each platform's image of ref holds, extracted layer
@@ -116,93 +112,13 @@ func pulled(t *testing.T, ref name.Reference) (map[string]map[string]string, *v1
 		}
 		dir := t.TempDir()
 		for _, l := range ls {
-			if err := untar(l, dir); err != nil {
+			if err := packtest.ExtractLayer(l, dir); err != nil {
 				t.Fatal(err)
 			}
 		}
-		out[d.Platform.String()] = dirTree(t, dir)
+		out[d.Platform.String()] = packtest.Tree(t, dir)
 	}
 	return out, im
-}
-
-// untar extracts a layer into dir.
-func untar(l v1.Layer, dir string) error {
-	rc, err := l.Uncompressed()
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(h.Name, "/")
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = root.MkdirAll(name, 0o755)
-		case tar.TypeSymlink:
-			_ = root.Remove(name)
-			err = root.Symlink(h.Linkname, name)
-		case tar.TypeReg:
-			var f *os.File
-			if f, err = root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, os.FileMode(h.Mode)); err == nil {
-				_, err = io.Copy(f, tr)
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
-			}
-		default:
-			err = fmt.Errorf("%s: type %q", h.Name, h.Typeflag)
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// dirTree describes a directory, keyed by slash path: "dir", a file's
-// SHA-256, a link's target. skip is left out.
-func dirTree(t *testing.T, dir string, skip ...string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
-		switch {
-		case len(skip) > 0 && rel == skip[0]:
-			return filepath.SkipDir
-		case rel == ".":
-		case d.IsDir():
-			out[rel] = "dir"
-		case d.Type()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			out[rel] = "-> " + target
-			return err
-		default:
-			b, err := os.ReadFile(p)
-			sum := sha256.Sum256(b)
-			out[rel] = hex.EncodeToString(sum[:])
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestPackCommandHF(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/modelgate/modelgate/internal/pack/packtest"
 )
 
 // threshold is the tests' layer threshold: small, so that large files
@@ -289,7 +291,7 @@ func TestPackBuildTarHeaders(t *testing.T) {
 func TestPackBuildExtractsToTheSameTree(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, model())
-	want := tree(t, dir, ".modelgate")
+	want := packtest.Tree(t, dir, ".modelgate")
 	idx := build(t, dir, modelOptions())
 	im, err := idx.IndexManifest()
 	if err != nil {
@@ -304,16 +306,16 @@ func TestPackBuildExtractsToTheSameTree(t *testing.T) {
 		// In order, every layer onto the one directory: the image.
 		out := t.TempDir()
 		for i, l := range ls {
-			if err := extractLayer(t, l, out); err != nil {
+			if err := packtest.ExtractLayer(l, out); err != nil {
 				t.Fatalf("%s layer %d: %v", d.Platform, i+1, err)
 			}
 		}
-		if diff := cmp.Diff(want, tree(t, out)); diff != "" {
+		if diff := cmp.Diff(want, packtest.Tree(t, out)); diff != "" {
 			t.Errorf("%s: extracted tree (-want +got):\n%s", d.Platform, diff)
 		}
 		// Each layer alone: it carries its files' parents.
 		for i, l := range ls {
-			if err := extractLayer(t, l, t.TempDir()); err != nil {
+			if err := packtest.ExtractLayer(l, t.TempDir()); err != nil {
 				t.Errorf("%s layer %d alone: %v", d.Platform, i+1, err)
 			}
 		}

@@ -16,7 +16,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/modelgate/modelgate/internal/pack/packtest"
 )
 
 // newRegistry serves an in-process registry, through wrap when set, and
@@ -100,11 +102,11 @@ func TestPackPush(t *testing.T) {
 	}
 	out := t.TempDir()
 	for _, l := range layersOf(t, img) {
-		if err := extractLayer(t, l, out); err != nil {
+		if err := packtest.ExtractLayer(l, out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff(tree(t, dir, ".modelgate"), tree(t, out)); diff != "" {
+	if diff := cmp.Diff(packtest.Tree(t, dir, ".modelgate"), packtest.Tree(t, out)); diff != "" {
 		t.Errorf("pulled tree (-want +got):\n%s", diff)
 	}
 
