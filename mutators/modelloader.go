@@ -82,7 +82,7 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	loads := needsLoader(m, in.Options.Loader)
+	loads := m.URI.Scheme != annotations.SchemePVC && img == nil
 
 	changed := releaseMounts(t, in, c.Name)
 	var (
@@ -102,7 +102,7 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 		m, loaderMount = &resolved, &vm
 	} else {
 		var volume corev1.Volume
-		volume, subPath = modelVolume(m, in.Options.Loader)
+		volume, subPath = modelVolume(m, img)
 		v, err := ensureVolume(t, in, volume)
 		if err != nil {
 			return false, err
@@ -265,15 +265,15 @@ func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
 }
 
 // modelVolume returns the model-store volume and the sub path serving
-// containers mount. (A "volume:<name>" cache has none: see
-// userCacheVolume.)
-func modelVolume(m *annotations.ModelSettings, o LoaderOptions) (corev1.Volume, string) {
+// containers mount: the image volume img when there is one (see
+// imageVolume). (A "volume:<name>" cache has none: see userCacheVolume.)
+func modelVolume(m *annotations.ModelSettings, img *corev1.ImageVolumeSource) (corev1.Volume, string) {
 	v := corev1.Volume{Name: ModelVolumeName}
 	if m.URI.Scheme == annotations.SchemePVC {
 		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: m.URI.Claim, ReadOnly: true}
 		return v, m.URI.Path
 	}
-	if img, _ := imageVolume(m, o.ImageVolumes, annotations.Origin{}); img != nil {
+	if img != nil {
 		v.Image = img
 		return v, ""
 	}
