@@ -46,7 +46,12 @@ type Device struct {
 // and the claims whose requests are not known (no template or claim found:
 // it may have been created a moment ago, or never).
 func claimDevices(s *Source, spec *corev1.PodSpec) (devices []Device, unresolved []string) {
-	own := ownClaimTemplate(s)
+	// modelgate's own template, worked out from the sealed record only
+	// for a pod that has claims.
+	var own *ownTemplate
+	if len(spec.ResourceClaims) > 0 {
+		own = ownClaimTemplate(s)
+	}
 	for _, pc := range spec.ResourceClaims {
 		// What exists wins: a template of modelgate's name that someone
 		// else wrote is judged by what it asks for. Where none exists yet
