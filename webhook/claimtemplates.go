@@ -92,7 +92,7 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req reconcile.R
 		return reconcile.Result{}, fmt.Errorf("reading template %s: %w", req, err)
 	}
 	if want != nil {
-		r.used(req.NamespacedName)
+		r.forget(req.NamespacedName) // in use: not idle
 		if exists {
 			if !managed(&cur) {
 				log.Info("a template of modelgate's name exists that modelgate did not make; the Pods' claims come from it, and the policies judged them by what it asks for")
@@ -158,8 +158,6 @@ func (r *ClaimTemplateReconciler) clock() time.Time {
 	}
 	return time.Now()
 }
-
-func (r *ClaimTemplateReconciler) used(k types.NamespacedName) { r.forget(k) }
 
 func (r *ClaimTemplateReconciler) forget(k types.NamespacedName) {
 	r.mu.Lock()
