@@ -118,6 +118,7 @@ var capabilities = sync.OnceValue(func() *ast.Capabilities {
 	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool {
 		return !slices.Contains(allowedBuiltins, b.Name)
 	})
+	c.Builtins = append(c.Builtins, readBuiltinDecl)
 	c.AllowNet = []string{}
 	return c
 })

@@ -51,6 +51,9 @@ type Compiled struct {
 	needsObjects bool
 	// reads are the keys of input.workload the module may read.
 	reads reads
+	// guarded are the keys of reads the module reads only through
+	// readBuiltin (see guardReads).
+	guarded []string
 	// module is the parsed module when it can be evaluated in one query
 	// with others (see combinable), else nil.
 	module *ast.Module
@@ -134,8 +137,12 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 	if c.rules, err = contractRules(c.filename, mod); err != nil {
 		return nil, err
 	}
+	if callsReadBuiltin(mod) {
+		return nil, errReadBuiltin(c.filename)
+	}
 	c.needsObjects = readsObjects(mod)
 	c.reads = workloadReads(mod)
+	c.guarded = guardReads(mod, c.reads)
 	if combinable(mod) {
 		c.module = mod.Copy()
 	}
@@ -201,6 +208,7 @@ func prepareQuery(ctx context.Context, compiler *ast.Compiler, query ast.Body) (
 		rego.Compiler(compiler),
 		rego.ParsedQuery(query),
 		rego.Capabilities(capabilities()),
+		readBuiltinOption,
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
 	).PrepareForEval(ctx)
 }

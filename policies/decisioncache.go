@@ -44,11 +44,13 @@ type DecisionCache struct {
 	hits, misses, evictions atomic.Uint64
 }
 
-// cacheEntry is one decision and its estimated size.
+// cacheEntry is one decision and its estimated size, or the mark that the
+// decisions of a base key read a guarded key (readsGuarded, no decision).
 type cacheEntry struct {
-	key  [sha256.Size]byte
-	d    Decision
-	size int64
+	key          [sha256.Size]byte
+	d            Decision
+	readsGuarded bool
+	size         int64
 }
 
 // NewDecisionCache returns a cache of at most maxBytes (estimated).
@@ -71,27 +73,43 @@ func (c *DecisionCache) Stats() CacheStats {
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Entries: n, Bytes: b}
 }
 
-// get returns a copy of the decision cached for key under set.
-func (c *DecisionCache) get(set *Set, key [sha256.Size]byte) (Decision, bool) {
+// get returns a copy of the decision cached for k under set: the one
+// cached under k.base, or, when the decisions of k.base read a guarded
+// key, the one under k.full.
+func (c *DecisionCache) get(set *Set, k cacheKey) (Decision, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.set != set {
 		c.reset(set)
 	}
-	el, ok := c.byKey[key]
-	if !ok {
+	e := c.lookup(k.base)
+	if e != nil && e.readsGuarded {
+		e = c.lookup(k.full)
+	}
+	if e == nil {
 		c.misses.Add(1)
 		return Decision{}, false
 	}
-	c.lru.MoveToFront(el)
 	c.hits.Add(1)
-	return el.Value.(*cacheEntry).d.clone(), true
+	return e.d.clone(), true
 }
 
-// put caches a copy of d for key under set, evicting the least recently
-// used entries beyond the bound. A decision larger than the bound is not
-// kept.
-func (c *DecisionCache) put(set *Set, key [sha256.Size]byte, d Decision) {
+// lookup returns the entry of key, most recently used now; nil when there
+// is none. The caller holds mu.
+func (c *DecisionCache) lookup(key [sha256.Size]byte) *cacheEntry {
+	el, ok := c.byKey[key]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return el.Value.(*cacheEntry)
+}
+
+// put caches a copy of d for k under set: under k.base when its
+// evaluation read no guarded key, else under k.full, with k.base marked as
+// reading them. The least recently used entries beyond the bound go; a
+// decision larger than the bound is not kept.
+func (c *DecisionCache) put(set *Set, k cacheKey, d Decision, readGuarded bool) {
 	size := decisionSize(d)
 	if size > c.max {
 		return
@@ -102,18 +120,29 @@ func (c *DecisionCache) put(set *Set, key [sha256.Size]byte, d Decision) {
 	if c.set != set {
 		c.reset(set)
 	}
-	if el, ok := c.byKey[key]; ok {
+	if !readGuarded {
+		c.insert(&cacheEntry{key: k.base, d: d, size: size})
+		return
+	}
+	c.insert(&cacheEntry{key: k.base, readsGuarded: true, size: entryOverhead})
+	c.insert(&cacheEntry{key: k.full, d: d, size: size})
+}
+
+// insert adds e unless its key is cached, and evicts beyond the bound. The
+// caller holds mu.
+func (c *DecisionCache) insert(e *cacheEntry) {
+	if el, ok := c.byKey[e.key]; ok {
 		c.lru.MoveToFront(el)
 		return
 	}
-	c.byKey[key] = c.lru.PushFront(&cacheEntry{key: key, d: d, size: size})
-	c.bytes += size
+	c.byKey[e.key] = c.lru.PushFront(e)
+	c.bytes += e.size
 	for c.bytes > c.max {
 		last := c.lru.Back()
-		e := last.Value.(*cacheEntry)
+		old := last.Value.(*cacheEntry)
 		c.lru.Remove(last)
-		delete(c.byKey, e.key)
-		c.bytes -= e.size
+		delete(c.byKey, old.key)
+		c.bytes -= old.size
 		c.evictions.Add(1)
 	}
 }
@@ -177,11 +206,18 @@ func (d Decision) cacheable() bool {
 	return true
 }
 
-// reviewKey is the digest of what the policies of a review can read
-// besides the Set: the kind, the namespace and its labels, and the partial
-// input.workload. It reports false for a workload it cannot print, which
-// is then not cached.
-func reviewKey(r *Review) ([sha256.Size]byte, bool) {
+// cacheKey is where a review's decision is cached: base is the digest of
+// what the policies of a review can read besides the Set and the guarded
+// keys (the kind, the namespace and its labels, the partial
+// input.workload); full adds the guarded keys' values.
+type cacheKey struct {
+	base, full [sha256.Size]byte
+}
+
+// reviewKey returns the review's cacheKey, with the set's guarded keys
+// left out of its base. It reports false for a workload it cannot print,
+// which is then not cached.
+func reviewKey(r *Review, guarded []string) (cacheKey, bool) {
 	buf := make([]byte, 0, 4096)
 	add := func(s string) {
 		buf = append(buf, s...)
@@ -194,13 +230,51 @@ func reviewKey(r *Review) ([sha256.Size]byte, bool) {
 		add(r.NamespaceLabels[k])
 	}
 	buf = append(buf, 1)
-	if r.Workload != nil {
-		var err error
-		if buf, err = appendValue(buf, r.Workload); err != nil {
-			return [sha256.Size]byte{}, false
+	var err error
+	obj, isObject := r.Workload.(ast.Object)
+	if !isObject {
+		if r.Workload != nil {
+			if buf, err = appendValue(buf, r.Workload); err != nil {
+				return cacheKey{}, false
+			}
+		}
+		k := cacheKey{base: sha256.Sum256(buf)}
+		k.full = k.base
+		return k, true
+	}
+	// The object's keys in order, the guarded ones apart; each key and
+	// value printed in OPA's canonical text, which sorts objects and sets.
+	keys := obj.Keys()
+	slices.SortFunc(keys, func(a, b *ast.Term) int { return a.Value.Compare(b.Value) })
+	var rest []byte
+	for _, key := range keys {
+		if s, ok := key.Value.(ast.String); ok && slices.Contains(guarded, string(s)) {
+			if rest, err = appendItem(rest, key, obj.Get(key)); err != nil {
+				return cacheKey{}, false
+			}
+			continue
+		}
+		if buf, err = appendItem(buf, key, obj.Get(key)); err != nil {
+			return cacheKey{}, false
 		}
 	}
-	return sha256.Sum256(buf), true
+	k := cacheKey{base: sha256.Sum256(buf)}
+	k.full = sha256.Sum256(append(append(buf, 2), rest...))
+	return k, true
+}
+
+// appendItem appends one item of an object: its key and its value, each
+// followed by a separator that neither can contain.
+func appendItem(buf []byte, key, value *ast.Term) ([]byte, error) {
+	var err error
+	if buf, err = appendValue(buf, key.Value); err != nil {
+		return nil, err
+	}
+	buf = append(buf, 0)
+	if buf, err = appendValue(buf, value.Value); err != nil {
+		return nil, err
+	}
+	return append(buf, 0), nil
 }
 
 // appendValue appends the value's canonical text: OPA prints objects and

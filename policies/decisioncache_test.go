@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -58,6 +59,9 @@ func TestDecisionCacheEquivalence(t *testing.T) {
 	for name, policies := range map[string][]*Compiled{"without object readers": withoutObjects(cs), "all": cs} {
 		t.Run(name, func(t *testing.T) {
 			set := NewSet(policies...)
+			if !slices.Equal(set.guarded, []string{"name"}) {
+				t.Fatalf("the library's reads of the name are not guarded: %v", set.guarded)
+			}
 			plain := NewEngine(Options{})
 			plain.Swap(set)
 			cache := NewDecisionCache(1 << 20)
@@ -250,5 +254,107 @@ func BenchmarkDecisionCache(b *testing.B) {
 				b.Fatal("no review was answered from the cache")
 			}
 		})
+	}
+}
+
+// A name read only to write a denial's message costs nothing to the
+// reviews that are not denied: the Pods of a Deployment, named apart, are
+// one evaluation and then hits; denied ones are cached per name, with
+// their own name in the message. A policy that decides by the name is
+// never answered for another name.
+func TestDecisionCacheGuardedReads(t *testing.T) {
+	ctx := context.Background()
+	ownerless := mustCompile(t, Policy{Name: "ownerless", Module: module(
+		"package t.ownerless",
+		`deny contains sprintf("pod %s has no owner", [input.workload.name]) if input.workload.owner == ""`)})
+	evil := mustCompile(t, Policy{Name: "evil", Module: module(
+		"package t.evil",
+		`deny contains "evil name" if input.workload.name == "evil"`)})
+	review := func(name, owner string) Review {
+		wl := gpuWorkload()
+		wl["name"], wl["owner"] = name, owner
+		return Review{Kind: "Pod", Namespace: "team-a", Workload: toValue(t, wl)}
+	}
+	msgs := func(d Decision) []string {
+		var out []string
+		for _, r := range d.Results {
+			for _, v := range r.Deny {
+				out = append(out, "["+r.Policy+"] "+v.Msg)
+			}
+		}
+		return out
+	}
+
+	t.Run("message only", func(t *testing.T) {
+		cache := NewDecisionCache(1 << 20)
+		e := NewEngine(Options{Cache: cache})
+		e.Swap(NewSet(ownerless))
+		for i := range 10 {
+			if got := msgs(e.Evaluate(ctx, review(fmt.Sprintf("llama-%d", i), "alice"))); len(got) != 0 {
+				t.Fatalf("owned pod denied: %v", got)
+			}
+		}
+		if st := cache.Stats(); st.Misses != 1 || st.Hits != 9 {
+			t.Errorf("stats %+v: want the first pod evaluated and the 9 others answered from the cache", st)
+		}
+		for _, n := range []string{"a", "b", "a"} {
+			want := []string{"[ownerless] pod " + n + " has no owner"}
+			if got := msgs(e.Evaluate(ctx, review(n, ""))); !cmp.Equal(got, want) {
+				t.Errorf("ownerless %s: %v, want %v", n, got, want)
+			}
+		}
+		if st := cache.Stats(); st.Misses != 3 || st.Hits != 10 {
+			t.Errorf("stats %+v: want denials cached per name", st)
+		}
+	})
+
+	t.Run("decided by the name", func(t *testing.T) {
+		cache := NewDecisionCache(1 << 20)
+		e := NewEngine(Options{Cache: cache})
+		e.Swap(NewSet(evil, ownerless))
+		for _, c := range []struct {
+			name string
+			want []string
+		}{{"good", nil}, {"evil", []string{"[evil] evil name"}}, {"fine", nil}, {"evil", []string{"[evil] evil name"}}} {
+			if got := msgs(e.Evaluate(ctx, review(c.name, "alice"))); !cmp.Equal(got, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, got, c.want)
+			}
+		}
+		if st := cache.Stats(); st.Hits != 1 {
+			t.Errorf("stats %+v: want only the second evil answered from the cache", st)
+		}
+	})
+}
+
+// Which modules read the name only through refs that can be guarded; a
+// Set with one that cannot keeps the name in every key.
+func TestGuardedReads(t *testing.T) {
+	for name, c := range map[string]struct {
+		body    string
+		guarded bool
+	}{
+		"in a message":     {`deny contains sprintf("%s", [input.workload.name]) if true`, true},
+		"in a condition":   {`deny contains "x" if startswith(input.workload.name, "x")`, true},
+		"in an else":       {"n := \"pod\" if { input.workload.kind == \"Pod\" } else := input.workload.name\ndeny contains n if true", true},
+		"as an object key": {`deny contains "x" if input.workload.labels[input.workload.name] == "x"`, true},
+		"whole workload":   {`deny contains "x" if input.workload[k] == "x"`, false},
+		"longer ref":       {`deny contains "x" if input.workload.name[0] == "x"`, false},
+		"with target":      {"p if input.workload.name == \"x\"\ndeny contains \"x\" if p with input.workload.name as \"x\"", false},
+		"bare input":       {`deny contains "x" if is_object(input)`, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := mustCompile(t, Policy{Name: "p", Module: module("package t.p", c.body)})
+			if got := len(p.guarded) == 1; got != c.guarded {
+				t.Errorf("guarded %v, want %v", p.guarded, c.guarded)
+			}
+			other := mustCompile(t, Policy{Name: "q", Module: module("package t.q", `deny contains input.workload.name if true`)})
+			if got := len(NewSet(p, other).guarded) == 1; got != c.guarded {
+				t.Errorf("set with a guarded policy: guarded %v, want %v", NewSet(p, other).guarded, c.guarded)
+			}
+		})
+	}
+	if _, err := Compile(context.Background(), Policy{Name: "own", Module: module("package t.own",
+		`deny contains modelgate_internal.read("name", input.workload.name) if true`)}); err == nil {
+		t.Error("a module calling modelgate's own builtin compiled")
 	}
 }

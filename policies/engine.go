@@ -3,7 +3,6 @@ package policies
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -191,14 +190,23 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	if r.View != nil {
 		r.Workload = r.View.ValueOf(set.reads.has)
 	}
-	var key [sha256.Size]byte
-	cached := e.cache != nil && !slices.ContainsFunc(matched, func(i int) bool { return set.policies[i].needsObjects })
+	// A review is cached when no policy that applies may read the raw
+	// objects, and only under the engine's own Set (not a ratcheting
+	// subset of it, which would drop the entries of the whole one).
+	var key cacheKey
+	var guarded *guardedReads
+	cached := e.cache != nil && set == e.set.Load() &&
+		!slices.ContainsFunc(matched, func(i int) bool { return set.policies[i].needsObjects })
 	if cached {
-		key, cached = reviewKey(&r)
+		key, cached = reviewKey(&r, set.guarded)
 	}
 	if cached {
 		if d, ok := e.cache.get(set, key); ok {
 			return d
+		}
+		if len(set.guarded) > 0 {
+			guarded = &guardedReads{}
+			ctx = withGuardedReads(ctx, guarded)
 		}
 	}
 	in := newInputs(r)
@@ -243,7 +251,7 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	}
 	d := Decision{Results: results}
 	if cached && d.cacheable() {
-		e.cache.put(set, key, d)
+		e.cache.put(set, key, d, guarded != nil && guarded.read)
 	}
 	return d
 }

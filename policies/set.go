@@ -11,6 +11,10 @@ type Set struct {
 	policies     []*Compiled
 	needsObjects bool
 	reads        reads
+	// guarded are the keys of reads every policy reads only through
+	// readBuiltin: the DecisionCache keys a decision by them only when an
+	// evaluation read them.
+	guarded []string
 	// combined evaluates the combinable policies in one query.
 	combined combined
 }
@@ -26,6 +30,7 @@ func NewSet(cs ...*Compiled) *Set {
 		s.needsObjects = s.needsObjects || c.needsObjects
 		s.reads.add(c.reads)
 	}
+	s.guarded = setGuarded(s.policies, s.reads)
 	slices.SortStableFunc(s.policies, func(a, b *Compiled) int {
 		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.source, b.source))
 	})
