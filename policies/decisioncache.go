@@ -62,7 +62,7 @@ func NewDecisionCache(maxBytes int64) *DecisionCache {
 type CacheStats struct {
 	Hits, Misses, Evictions uint64
 	Entries                 int
-	Bytes                   int64
+	Bytes, MaxBytes         int64
 }
 
 // Stats returns the counters and the current size.
@@ -70,7 +70,7 @@ func (c *DecisionCache) Stats() CacheStats {
 	c.mu.Lock()
 	n, b := c.lru.Len(), c.bytes
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Entries: n, Bytes: b}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Entries: n, Bytes: b, MaxBytes: c.max}
 }
 
 // get returns a copy of the decision cached for k under set: the one
@@ -214,10 +214,12 @@ type cacheKey struct {
 	base, full [sha256.Size]byte
 }
 
-// reviewKey returns the review's cacheKey, with the set's guarded keys
-// left out of its base. It reports false for a workload it cannot print,
-// which is then not cached.
-func reviewKey(r *Review, guarded []string) (cacheKey, bool) {
+// reviewKey returns the review's cacheKey under set: what its policies
+// may read, with the set's guarded keys left out of the base. A View is
+// keyed from its fields (View.AppendKey), without building its value; a
+// Workload value by its canonical text. It reports false for a workload
+// it cannot print, which is then not cached.
+func reviewKey(r *Review, set *Set) (cacheKey, bool) {
 	buf := make([]byte, 0, 4096)
 	add := func(s string) {
 		buf = append(buf, s...)
@@ -229,7 +231,20 @@ func reviewKey(r *Review, guarded []string) (cacheKey, bool) {
 		add(k)
 		add(r.NamespaceLabels[k])
 	}
-	buf = append(buf, 1)
+	guarded := set.guarded
+	if r.View != nil {
+		buf = append(buf, 'v')
+		buf = r.View.AppendKey(buf, func(k string) bool { return set.reads.has(k) && !slices.Contains(guarded, k) })
+		k := cacheKey{base: sha256.Sum256(buf)}
+		k.full = k.base
+		if len(guarded) > 0 {
+			buf = append(buf, 'g')
+			buf = r.View.AppendKey(buf, func(k string) bool { return slices.Contains(guarded, k) })
+			k.full = sha256.Sum256(buf)
+		}
+		return k, true
+	}
+	buf = append(buf, 'a')
 	var err error
 	obj, isObject := r.Workload.(ast.Object)
 	if !isObject {
@@ -259,7 +274,7 @@ func reviewKey(r *Review, guarded []string) (cacheKey, bool) {
 		}
 	}
 	k := cacheKey{base: sha256.Sum256(buf)}
-	k.full = sha256.Sum256(append(append(buf, 2), rest...))
+	k.full = sha256.Sum256(append(append(buf, 'g'), rest...))
 	return k, true
 }
 

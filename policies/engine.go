@@ -19,11 +19,13 @@ import (
 // Options.Timeout is not set; it is well inside the webhook's timeout.
 const DefaultTimeout = 2 * time.Second
 
-// Observer is told the outcome of every policy evaluated. decision is one
-// of "allow", "deny", "warn", "dryrun" or "error" (see Result.Decision).
-// The webhook counts these in Prometheus.
+// Observer is told the outcome of every policy evaluated, and of every
+// policy whose result the DecisionCache gave. decision is one of "allow",
+// "deny", "warn", "dryrun" or "error" (see Result.Decision). The webhook
+// counts these in Prometheus.
 type Observer interface {
 	Evaluated(policy, decision string, d time.Duration)
+	Cached(policy, decision string)
 }
 
 // Options configure an Engine.
@@ -42,8 +44,8 @@ type Options struct {
 	SeparateQueries bool
 	// Cache, if set, answers a review that is the same as an earlier one
 	// in everything the policies can read with the earlier decision,
-	// without evaluating (see DecisionCache). The Observer is not told of
-	// decisions the cache answers.
+	// without evaluating (see DecisionCache). The Observer is told of the
+	// results it gives through Cached.
 	Cache *DecisionCache
 }
 
@@ -74,6 +76,10 @@ type View interface {
 	// ValueOf returns the value with the top-level keys for which read
 	// reports true.
 	ValueOf(read func(key string) bool) ast.Value
+	// AppendKey appends to buf an encoding of those keys from which
+	// ValueOf's value is known: two views that append the same bytes have
+	// the same value. The DecisionCache keys reviews by it.
+	AppendKey(buf []byte, read func(key string) bool) []byte
 }
 
 // Engine evaluates a Set of policies. The Set is swapped atomically, so a
@@ -139,6 +145,9 @@ func (e *Engine) prepareLatest() {
 	}
 }
 
+// Cache returns the engine's DecisionCache, nil when it has none.
+func (e *Engine) Cache() *DecisionCache { return e.cache }
+
 // CombinedReviews returns how many reviews had their combinable policies
 // evaluated in one query (see Set.Prepare).
 func (e *Engine) CombinedReviews() uint64 { return e.combinedEvals.Load() }
@@ -187,9 +196,6 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		}
 	})
 	defer stop()
-	if r.View != nil {
-		r.Workload = r.View.ValueOf(set.reads.has)
-	}
 	// A review is cached when no policy that applies may read the raw
 	// objects, and only under the engine's own Set (not a ratcheting
 	// subset of it, which would drop the entries of the whole one).
@@ -198,16 +204,24 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	cached := e.cache != nil && set == e.set.Load() &&
 		!slices.ContainsFunc(matched, func(i int) bool { return set.policies[i].needsObjects })
 	if cached {
-		key, cached = reviewKey(&r, set.guarded)
+		key, cached = reviewKey(&r, set)
 	}
 	if cached {
 		if d, ok := e.cache.get(set, key); ok {
+			if e.observer != nil {
+				for k := range d.Results {
+					e.observer.Cached(d.Results[k].Policy, d.Results[k].Decision())
+				}
+			}
 			return d
 		}
 		if len(set.guarded) > 0 {
 			guarded = &guardedReads{}
 			ctx = withGuardedReads(ctx, guarded)
 		}
+	}
+	if r.View != nil {
+		r.Workload = r.View.ValueOf(set.reads.has)
 	}
 	in := newInputs(r)
 	results := make([]Result, len(matched))

@@ -327,6 +327,12 @@ func (v *keysView) ValueOf(read func(string) bool) ast.Value {
 	return out
 }
 
+// AppendKey appends the read keys' canonical text.
+func (v *keysView) AppendKey(buf []byte, read func(string) bool) []byte {
+	b, _ := v.ValueOf(read).(interface{ AppendText([]byte) ([]byte, error) }).AppendText(buf)
+	return b
+}
+
 // TestEvaluateView: the view is asked only for the keys the set's
 // policies name, and decides as the whole view does, a policy that reads
 // the whole view included.

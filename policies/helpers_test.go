@@ -91,4 +91,11 @@ func (r *recorder) Evaluated(policy, decision string, _ time.Duration) {
 	r.calls = append(r.calls, observed{policy, decision})
 }
 
+// Cached records a cached decision as cached:<decision>.
+func (r *recorder) Cached(policy, decision string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, observed{policy, "cached:" + decision})
+}
+
 var _ Observer = (*recorder)(nil)

@@ -44,7 +44,7 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 		}, []string{"kind", "operation", "outcome"}),
 		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "modelgate_policy_evaluations_total",
-			Help: "Policy evaluations by policy and decision (allow, deny, warn, dryrun, error).",
+			Help: "Policy decisions by policy and decision (allow, deny, warn, dryrun, error), evaluated or given by the decision cache.",
 		}, []string{"policy", "decision"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "modelgate_policy_evaluation_duration_seconds",
@@ -71,6 +71,12 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 func (m *PolicyMetrics) Evaluated(policy, decision string, d time.Duration) {
 	m.evaluations.WithLabelValues(policy, decision).Inc()
 	m.duration.WithLabelValues(policy).Observe(d.Seconds())
+}
+
+// Cached implements policies.Observer: a result the decision cache gave
+// counts as a decision, and takes no evaluation time.
+func (m *PolicyMetrics) Cached(policy, decision string) {
+	m.evaluations.WithLabelValues(policy, decision).Inc()
 }
 
 // LoadFailed counts a policy of the source that failed to load.

@@ -153,9 +153,9 @@ func NewWorkloadServer(cfg *config.Configuration, ns NamespaceLabeler, compiled 
 }
 
 // newEngine is the policy engine serve evaluates with: the configured
-// evaluation timeout, observed by the policy metrics.
+// evaluation timeout and decision cache, observed by the policy metrics.
 func newEngine(cfg *config.Configuration, pm *PolicyMetrics) *policies.Engine {
-	return policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm})
+	return policies.NewEngine(policies.Options{Timeout: cfg.Policy.EvaluationTimeout.Duration, Observer: pm, Cache: newDecisionCache(cfg)})
 }
 
 // LeaderElectionID is the Lease, in modelgate's namespace, whose holder

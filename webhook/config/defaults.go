@@ -144,6 +144,9 @@ func Default(c *Configuration) {
 	if ex := &c.Policy.Exceptions; ex.ClockSkew == nil {
 		ex.ClockSkew = &metav1.Duration{Duration: DefaultExceptionClockSkew}
 	}
+	if dc := &c.Policy.DecisionCache; dc.MaxBytes == nil {
+		dc.MaxBytes = resource.NewQuantity(DefaultDecisionCacheBytes, resource.BinarySI)
+	}
 	in := &c.Injection
 	if in.ExcludedNamespaces == nil {
 		in.ExcludedNamespaces = append([]string(nil), DefaultExcludedNamespaces...)
@@ -232,6 +235,13 @@ func Default(c *Configuration) {
 const (
 	DefaultExceptionMaxDuration = 90 * 24 * time.Hour
 	DefaultExceptionClockSkew   = time.Minute
+)
+
+// The decision cache's bound (Policy.DecisionCache.MaxBytes): by default
+// 32Mi, an eighth of the manager's 256Mi memory limit, and at most 1Gi.
+const (
+	DefaultDecisionCacheBytes = 32 << 20
+	MaxDecisionCacheBytes     = 1 << 30
 )
 
 // The audit's defaults.

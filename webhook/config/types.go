@@ -6,6 +6,7 @@ package config
 import (
 	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -318,6 +319,20 @@ type Policy struct {
 	Directory string `json:"directory,omitempty"`
 	// Exceptions bounds WorkloadPolicyExceptions.
 	Exceptions Exceptions `json:"exceptions,omitempty"`
+	// DecisionCache answers a validating review that is the same as an
+	// earlier one in everything the policies in force can read with the
+	// earlier decision, without evaluating (docs/performance.md, "The
+	// decision cache").
+	DecisionCache DecisionCache `json:"decisionCache,omitempty"`
+}
+
+// DecisionCache sizes the validating webhook's cache of policy decisions.
+type DecisionCache struct {
+	// MaxBytes bounds the cache's estimated size in memory; the least
+	// recently used decisions go first. "0" turns the cache off. Defaults
+	// to 32Mi (about 20,000 decisions of the library's 8 policies); at most
+	// 1Gi.
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
 }
 
 // Exceptions bounds WorkloadPolicyExceptions (docs/policies.md,

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"net"
 	"strconv"
 	"time"
@@ -61,6 +62,10 @@ func (c *Configuration) Validate() field.ErrorList {
 			"must be more than 0s and at most 4s, inside the 5s webhook timeout"))
 	}
 	errs = append(errs, validateExceptions(&c.Policy.Exceptions, field.NewPath("policy", "exceptions"))...)
+	if q := c.Policy.DecisionCache.MaxBytes; q.Sign() < 0 || q.Cmp(*resource.NewQuantity(MaxDecisionCacheBytes, resource.BinarySI)) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("policy", "decisionCache", "maxBytes"), q.String(),
+			"must be between 0 (off) and 1Gi"))
+	}
 	errs = append(errs, validateBudget(c)...)
 	errs = append(errs, validateCertificates(&c.Certificates, field.NewPath("certificates"))...)
 	errs = append(errs, validateController(&c.Controller, field.NewPath("controller"))...)

@@ -1,0 +1,82 @@
+package webhook
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/webhook/config"
+)
+
+// newDecisionCache is the validating webhook's decision cache as the
+// Configuration sizes it, nil when policy.decisionCache.maxBytes is 0. Its
+// metrics report the latest one made.
+func newDecisionCache(cfg *config.Configuration) *policies.DecisionCache {
+	maxBytes := int64(config.DefaultDecisionCacheBytes)
+	if q := cfg.Policy.DecisionCache.MaxBytes; q != nil {
+		maxBytes = q.Value()
+	}
+	if maxBytes <= 0 {
+		return nil
+	}
+	c := policies.NewDecisionCache(maxBytes)
+	servedCache.Store(c)
+	cacheCollectorOnce.Do(func() { defaultRegistry.MustRegister(decisionCacheCollector{}) })
+	return c
+}
+
+var (
+	servedCache        atomic.Pointer[policies.DecisionCache]
+	cacheCollectorOnce sync.Once
+)
+
+// decisionCacheCollector reports the served decision cache's counters and
+// size at each scrape.
+type decisionCacheCollector struct{}
+
+var (
+	cacheHitsDesc = prometheus.NewDesc("modelgate_policy_decision_cache_hits_total",
+		"Validating reviews answered from the decision cache, without evaluating.", nil, nil)
+	cacheMissesDesc = prometheus.NewDesc("modelgate_policy_decision_cache_misses_total",
+		"Validating reviews the decision cache could have answered but had no decision for, so they were evaluated.", nil, nil)
+	cacheEvictionsDesc = prometheus.NewDesc("modelgate_policy_decision_cache_evictions_total",
+		"Decisions dropped from the decision cache to stay within policy.decisionCache.maxBytes.", nil, nil)
+	cacheBytesDesc = prometheus.NewDesc("modelgate_policy_decision_cache_bytes",
+		"Estimated memory the decision cache holds.", nil, nil)
+	cacheMaxBytesDesc = prometheus.NewDesc("modelgate_policy_decision_cache_max_bytes",
+		"The decision cache's bound, policy.decisionCache.maxBytes.", nil, nil)
+	cacheEntriesDesc = prometheus.NewDesc("modelgate_policy_decision_cache_entries",
+		"Entries in the decision cache.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (decisionCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, cacheEvictionsDesc, cacheBytesDesc, cacheMaxBytesDesc, cacheEntriesDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (decisionCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	c := servedCache.Load()
+	if c == nil {
+		return
+	}
+	st := c.Stats()
+	for _, m := range []struct {
+		desc *prometheus.Desc
+		typ  prometheus.ValueType
+		v    float64
+	}{
+		{cacheHitsDesc, prometheus.CounterValue, float64(st.Hits)},
+		{cacheMissesDesc, prometheus.CounterValue, float64(st.Misses)},
+		{cacheEvictionsDesc, prometheus.CounterValue, float64(st.Evictions)},
+		{cacheBytesDesc, prometheus.GaugeValue, float64(st.Bytes)},
+		{cacheMaxBytesDesc, prometheus.GaugeValue, float64(st.MaxBytes)},
+		{cacheEntriesDesc, prometheus.GaugeValue, float64(st.Entries)},
+	} {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.v)
+	}
+}
