@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -19,8 +20,11 @@ type target struct {
 	profile string // the server's profile file names' prefix
 	mode    string // the server mode that serves it
 	path    string
-	body    []byte
+	body    func(n uint64) []byte // request n's body
 }
+
+// same is a load that sends body every time.
+func same(body []byte) func(uint64) []byte { return func(uint64) []byte { return body } }
 
 // bench starts each server in turn, pinned, measures its paths at every
 // concurrency, and prints the table.
@@ -54,10 +58,25 @@ func bench(ctx context.Context, o options) error {
 		return err
 	}
 	targets := []target{
-		{name: "floor", profile: "floor", mode: "serve-floor", path: "/", body: mutate},
-		{name: "floor answering with /mutate's patch", profile: "floor-answer", mode: "serve-floor-answer", path: "/", body: mutate},
-		{name: webhook.MutatePath + " (vLLM Deployment)", profile: "mutate", mode: "serve-modelgate", path: webhook.MutatePath, body: mutate},
-		{name: webhook.ValidatePath + " (8 policies, injected Deployment)", profile: "validate", mode: "serve-modelgate", path: webhook.ValidatePath, body: validate},
+		{name: "floor", profile: "floor", mode: "serve-floor", path: "/", body: same(mutate)},
+		{name: "floor answering with /mutate's patch", profile: "floor-answer", mode: "serve-floor-answer", path: "/", body: same(mutate)},
+		{name: webhook.MutatePath + " (vLLM Deployment)", profile: "mutate", mode: "serve-modelgate", path: webhook.MutatePath, body: same(mutate)},
+	}
+	// /validate under the library, the injected Deployment: the decision
+	// cache off (every review evaluated, the baseline), then on under each
+	// share of repeats.
+	targets = append(targets, target{name: webhook.ValidatePath + " cache off", profile: "validate-nocache",
+		mode: "serve-modelgate-nocache", path: webhook.ValidatePath, body: same(validate)})
+	for i, m := range loads {
+		b, err := m.bodies(validate)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, target{name: webhook.ValidatePath + " cache on, " + m.name,
+			profile: fmt.Sprintf("validate-%d", i), mode: "serve-modelgate", path: webhook.ValidatePath, body: b})
+	}
+	if o.only != nil {
+		targets = slices.DeleteFunc(targets, func(t target) bool { return t.name != "floor" && !o.only.MatchString(t.name) })
 	}
 	fmt.Fprintf(os.Stderr, "bench-http: servers on CPU %q, load on CPU %q, %s per cell after %s of warm-up; %s\n",
 		o.serverCPU, o.loadCPU, o.duration, o.warmup, runtime.Version())

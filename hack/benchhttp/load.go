@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,10 +45,12 @@ func client(roots *x509.CertPool, c int) *http.Client {
 	}}
 }
 
-// measure sends body to url from c workers, each with a request in
-// flight at a time, for warmup (not counted) and then duration. An answer
-// that is not 200 with "allowed":true counts as an error.
-func measure(ctx context.Context, hc *http.Client, url string, body []byte, c int, warmup, duration time.Duration) (result, error) {
+// measure sends body(n), n counting the requests from 0, to url from c
+// workers, each with a request in flight at a time, for warmup (not
+// counted) and then duration. An answer that is not 200 with
+// "allowed":true counts as an error.
+func measure(ctx context.Context, hc *http.Client, url string, body func(n uint64) []byte, c int, warmup, duration time.Duration) (result, error) {
+	var sent atomic.Uint64
 	start := time.Now().Add(warmup)
 	end := start.Add(duration)
 	var (
@@ -66,7 +69,7 @@ func measure(ctx context.Context, hc *http.Client, url string, body []byte, c in
 				if t0.After(end) || ctx.Err() != nil {
 					break
 				}
-				ok := send(ctx, hc, url, body)
+				ok := send(ctx, hc, url, body(sent.Add(1)-1))
 				if t0.Before(start) {
 					continue
 				}

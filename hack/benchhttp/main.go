@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -29,7 +30,9 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "serve-modelgate":
-			exit(serveModelgate(os.Args[2:]))
+			exit(serveModelgate(os.Args[2:], true))
+		case "serve-modelgate-nocache":
+			exit(serveModelgate(os.Args[2:], false))
 		case "serve-floor":
 			exit(serveFloor(os.Args[2:], false))
 		case "serve-floor-answer":
@@ -56,6 +59,7 @@ type options struct {
 	loadCPU     string
 	root        string
 	profileDir  string
+	only        *regexp.Regexp
 }
 
 func run(args []string) error {
@@ -68,9 +72,17 @@ func run(args []string) error {
 	fs.StringVar(&o.serverCPU, "server-cpu", "0", "the CPU the servers are pinned to (taskset -c); empty: not pinned")
 	fs.StringVar(&o.loadCPU, "load-cpu", "1", "the CPU the load generator is pinned to; empty: not pinned")
 	fs.StringVar(&o.root, "root", ".", "the repository root (for config/samples/policies)")
+	only := fs.String("only", "", "measure only the paths whose names match this regular expression (and the floor), e.g. 'first reviews'")
 	fs.StringVar(&o.profileDir, "profile", "", "a directory for each server's CPU and allocation profiles (floor, floor-answer, mutate, validate .cpu.pprof and .allocs.pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return fmt.Errorf("--only: %w", err)
+		}
+		o.only = re
 	}
 	if o.profileDir != "" {
 		// The servers write into it when they stop; one that cannot

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -74,7 +75,9 @@ func profiled(prefix string, serve func() error) error {
 // does (webhook.NewWorkloadServer: TLS, limits, handlers, metrics, its
 // production logger), with the library's policies in force and the
 // namespace labels from a fixed table, until SIGTERM.
-func serveModelgate(args []string) error {
+// Without cache, the decision cache is off (policy.decisionCache.maxBytes
+// 0): every validating review is evaluated.
+func serveModelgate(args []string, cache bool) error {
 	addr, certDir, root, profile, err := serverFlags("serve-modelgate", args)
 	if err != nil {
 		return err
@@ -87,6 +90,9 @@ func serveModelgate(args []string) error {
 	cfg := config.New()
 	cfg.Webhook.Host, cfg.Webhook.Port, cfg.Webhook.CertDir = host, port, certDir
 	cfg.DrainPeriod.Duration = 0
+	if !cache {
+		cfg.Policy.DecisionCache.MaxBytes = resource.NewQuantity(0, resource.BinarySI)
+	}
 	secret, err := os.ReadFile(filepath.Join(certDir, "record-key"))
 	if err != nil {
 		return err

@@ -145,6 +145,24 @@ func policyEvaluations(policy, decision string) float64 {
 	return 0
 }
 
+// metricValue is the value of the unlabelled counter or gauge, 0 when it
+// has no sample.
+func metricValue(name string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name || len(f.GetMetric()) == 0 {
+			continue
+		}
+		m := f.GetMetric()[0]
+		if c := m.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return m.GetGauge().GetValue()
+	}
+	return 0
+}
+
 // runManager starts mgr in the background. stop ends it; done is closed
 // when its Start has returned, which must be without an error.
 func runManager(mgr manager.Manager) (stop context.CancelFunc, done <-chan struct{}) {

@@ -312,4 +312,57 @@ deny contains msg if {
 		err = deniedEventually(dra)
 		Expect(err.Error()).To(ContainSubstring(`[no-claims] container "` + dra.Spec.Containers[0].Name + `" uses resource claims ["gpu"] of ["gpu"]`))
 	})
+
+	// Issue 32: the Pods of a Deployment are judged once; the others are
+	// answered from the decision cache though each has its own name, and a
+	// change of what the policies read (the namespace's labels) is seen by
+	// the next review, with the denial naming the Pod it denies.
+	It("answers repeated reviews from the decision cache and sees a namespace label change at the next review", func() {
+		frozen := `package test.frozen
+
+deny contains sprintf("namespace is frozen: pod %s waits", [input.workload.name]) if {
+	input.workload.namespaceLabels.frozen == "true"
+}
+`
+		wp := policy("frozen", frozen, policyv1.EnforcementActionDeny, "")
+		wp.Spec.Match.Kinds = []string{"Pod"}
+		apply(wp)
+		// A Pod asking for a GPU: what the validating webhook is sent.
+		pod := func(name string) client.Object {
+			p := builders.New("Pod", builders.Options{Namespace: ns, Name: name}).(*corev1.Pod)
+			p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+			return p
+		}
+		Expect(alice.Create(ctx, pod("replica-0"), client.DryRunAll)).To(Succeed())
+		hits := metricValue("modelgate_policy_decision_cache_hits_total")
+		for i := 1; i <= 5; i++ {
+			Expect(alice.Create(ctx, pod(fmt.Sprintf("replica-%d", i)), client.DryRunAll)).To(Succeed())
+		}
+		Expect(metricValue("modelgate_policy_decision_cache_hits_total")).To(BeNumerically(">=", hits+5),
+			"the 5 Pods after the first were not answered from the decision cache (misses %v, entries %v)",
+			metricValue("modelgate_policy_decision_cache_misses_total"), metricValue("modelgate_policy_decision_cache_entries"))
+		Expect(metricValue("modelgate_policy_decision_cache_entries")).To(BeNumerically(">", 0))
+		Expect(metricValue("modelgate_policy_decision_cache_max_bytes")).To(BeNumerically("==", 32<<20))
+
+		nsObj := &corev1.Namespace{}
+		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		if nsObj.Labels == nil {
+			nsObj.Labels = map[string]string{}
+		}
+		nsObj.Labels["frozen"] = "true"
+		Expect(admin.Update(ctx, nsObj)).To(Succeed())
+		err := deniedEventually(pod("replica-6"))
+		Expect(err.Error()).To(ContainSubstring("[frozen] namespace is frozen: pod replica-6 waits"))
+		err = alice.Create(ctx, pod("replica-7"), client.DryRunAll)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("pod replica-7 waits"))
+		Expect(err.Error()).NotTo(ContainSubstring("replica-6"))
+
+		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
+		delete(nsObj.Labels, "frozen")
+		Expect(admin.Update(ctx, nsObj)).To(Succeed())
+		Eventually(func() error {
+			return alice.Create(ctx, pod("replica-8"), client.DryRunAll)
+		}).Should(Succeed())
+	})
 })
