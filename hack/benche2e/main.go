@@ -45,6 +45,7 @@ type options struct {
 	timeout        time.Duration
 	out            string
 	http2          bool
+	stormRounds    int
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	fs.IntVar(&o.rounds, "rounds", 2, "rounds of a phase without and a phase with modelgate's webhooks")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of each phase until every pod is Running, and of each cleanup")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
+	fs.IntVar(&o.stormRounds, "storm-rounds", 1, "rounds of the replica storm (the policy library in force, --pods pods then a rollout restart, the decision cache off then on); 0 skips it")
 	fs.BoolVar(&o.http2, "http2", false, "serve modelgate's webhooks over HTTP/2 as well (webhook.enableHTTP2; off by default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -90,6 +92,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--replicas %d: must be a positive integer", o.replicas)
 	case o.rounds < 1:
 		return fmt.Errorf("--rounds %d: must be a positive integer", o.rounds)
+	case o.stormRounds < 0:
+		return fmt.Errorf("--storm-rounds %d: must be 0 or more", o.stormRounds)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout %s: must be positive", o.timeout)
 	}
@@ -173,6 +177,10 @@ func run(o options) (err error) {
 	if err != nil {
 		return interrupted(sigCtx, ctx, err)
 	}
+	storms, err := b.storm(ctx, c, root, o.stormRounds)
+	if err != nil {
+		return interrupted(sigCtx, ctx, fmt.Errorf("replica storm: %w", err))
+	}
 	info := runInfo{
 		pods:        o.pods,
 		replicas:    o.replicas,
@@ -189,7 +197,7 @@ func run(o options) (err error) {
 		webhooks:    b.hooks.names,
 		started:     started,
 	}
-	return report(o.out, info, b.hists, b.counters, results)
+	return report(o.out, info, b.hists, b.counters, results, storms)
 }
 
 // measure runs every phase in turn.
@@ -264,10 +272,13 @@ func newBench(ctx context.Context, c *cluster.Cluster, root, metricsAddr string,
 }
 
 // report writes the report to stdout and, when out is set, to out.
-func report(out string, info runInfo, hs, cs []spec, results []result) error {
+func report(out string, info runInfo, hs, cs []spec, results []result, storms []stormResult) error {
 	var buf bytes.Buffer
 	if err := writeReport(&buf, info, hs, cs, results); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
+	}
+	if err := writeStorm(&buf, info, info.webhooks, storms); err != nil {
+		return fmt.Errorf("writing the storm's report: %w", err)
 	}
 	if _, err := fmt.Fprintf(os.Stdout, "\n%s", buf.Bytes()); err != nil {
 		return fmt.Errorf("writing the report: %w", err)

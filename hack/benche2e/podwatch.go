@@ -98,14 +98,30 @@ func (t *podTracker) describe() string {
 	return fmt.Sprintf("%d/%d pods created, %d scheduled, %d Running", c[created], t.want, c[scheduled], c[running])
 }
 
+// uids returns the pods the tracker has seen.
+func (t *podTracker) uids() map[types.UID]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[types.UID]bool, len(t.passed))
+	for uid := range t.passed {
+		out[uid] = true
+	}
+	return out
+}
+
 // watchPods starts an informer on the namespace's pods feeding t; it runs
 // until ctx ends. It returns once the informer has synced.
 func watchPods(ctx context.Context, cs kubernetes.Interface, namespace string, t *podTracker) error {
+	return watchPodsFunc(ctx, cs, namespace, t.observe)
+}
+
+// watchPodsFunc is watchPods feeding observe.
+func watchPodsFunc(ctx context.Context, cs kubernetes.Interface, namespace string, observe func(*corev1.Pod, time.Time)) error {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	inf := f.Core().V1().Pods().Informer()
 	handle := func(obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
-			t.observe(p, time.Now())
+			observe(p, time.Now())
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

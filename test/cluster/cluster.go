@@ -91,8 +91,12 @@ type Cluster struct {
 	// node's registry serves as modelgate's image.
 	loaderImage string
 
-	procs   []*process
-	stopped chan struct{}
+	procs []*process
+	// modelgate is the modelgate process among procs, and how to start it
+	// again (RestartModelgate).
+	modelgate *process
+	restart   modelgateStart
+	stopped   chan struct{}
 	failed  chan error
 }
 
@@ -291,13 +295,15 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	}
 	c.Configuration = cfgPath
 	c.loaderImage = cfg.Injection.Loader.Image
-	p, err := startProcess("modelgate", o.Modelgate, []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
-		filepath.Join(c.LogDir, "modelgate.log"), o.ModelgateOutput)
+	c.restart = modelgateStart{binary: o.Modelgate, args: []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
+		log: filepath.Join(c.LogDir, "modelgate.log"), output: o.ModelgateOutput, health: healthAddr}
+	p, err := c.restart.start(ctx)
 	if err != nil {
 		return err
 	}
 	c.procs = append(c.procs, p)
-	return waitHTTPOK(ctx, "http://"+healthAddr+"/readyz", p, startTimeout)
+	c.modelgate = p
+	return nil
 }
 
 // waitControllers waits until the controller-manager's controllers run:
@@ -323,18 +329,25 @@ func waitControllers(ctx context.Context, c client.Client) error {
 // watchFailures reports on Failed any component that exits before Stop.
 func (c *Cluster) watchFailures() {
 	for _, p := range c.procs {
-		go func() {
+		c.watch(p)
+	}
+}
+
+// watch reports p on Failed when it exits before Stop and was not retired.
+func (c *Cluster) watch(p *process) {
+	go func() {
+		select {
+		case <-p.Exited():
 			select {
-			case <-p.Exited():
-				select {
-				case <-c.stopped:
-				default:
+			case <-c.stopped:
+			default:
+				if !p.retired.Load() {
 					c.failed <- p.exitError()
 				}
-			case <-c.stopped:
 			}
-		}()
-	}
+		case <-c.stopped:
+		}
+	}()
 }
 
 // Failed delivers an error when a component exits on its own.

@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -95,6 +97,62 @@ func waitHTTPOK(ctx context.Context, url string, p *process, timeout time.Durati
 	})
 	if wait.Interrupted(err) {
 		return fmt.Errorf("%s was not ready within %s (%w); see %s", p.name, timeout, err, p.log)
+	}
+	return err
+}
+
+// modelgateStart is how the cluster starts modelgate.
+type modelgateStart struct {
+	binary, log, health string
+	args                []string
+	output              io.Writer
+}
+
+// start starts modelgate and waits until it is ready.
+func (m modelgateStart) start(ctx context.Context) (*process, error) {
+	p, err := startProcess("modelgate", m.binary, m.args, m.log, m.output)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTPOK(ctx, "http://"+m.health+"/readyz", p, startTimeout); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// RestartModelgate stops modelgate, applies edit to its Configuration and
+// starts it again on the same addresses, waiting until it is ready: a
+// benchmark compares two settings in one cluster. Its log goes on in the
+// same file. The stop is not reported on Failed.
+func (c *Cluster) RestartModelgate(ctx context.Context, edit func(*config.Configuration)) error {
+	cfg, err := config.Load(c.Configuration)
+	if err != nil {
+		return fmt.Errorf("reading modelgate's configuration: %w", err)
+	}
+	edit(cfg)
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
+	}
+	cfg.RecordKey = nil
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding configuration: %w", err)
+	}
+	if err := os.WriteFile(c.Configuration, b, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", c.Configuration, err)
+	}
+	old := c.modelgate
+	old.retired.Store(true)
+	if err := old.stop(); err != nil {
+		return err
+	}
+	m := c.restart
+	m.log = strings.TrimSuffix(m.log, ".log") + "-" + strconv.Itoa(len(c.procs)) + ".log"
+	p, err := m.start(ctx)
+	if p != nil {
+		c.procs = append(c.procs, p)
+		c.modelgate = p
+		c.watch(p)
 	}
 	return err
 }

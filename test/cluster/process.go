@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,9 @@ type process struct {
 	logF   *os.File
 	exited chan struct{}
 	err    error // set before exited is closed
+	// retired is set before the cluster stops the process on purpose
+	// (RestartModelgate): its exit is then no failure.
+	retired atomic.Bool
 }
 
 // startProcess starts a component, its output appended to log (and copied
