@@ -97,7 +97,7 @@ type Cluster struct {
 	modelgate *process
 	restart   modelgateStart
 	stopped   chan struct{}
-	failed  chan error
+	failed    chan error
 }
 
 // Start starts the cluster and returns once the nodes are Ready, the
