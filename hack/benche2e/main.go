@@ -27,10 +27,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
@@ -49,6 +51,8 @@ type options struct {
 }
 
 func main() {
+	// The clients log nothing the report needs.
+	crlog.SetLogger(logr.Discard())
 	// A flag set of its own: imported packages register flags (such as
 	// --kubeconfig) on the global one that mean nothing here.
 	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)

@@ -16,10 +16,10 @@ func TestWriteStorm(t *testing.T) {
 	var results []stormResult
 	for _, p := range stormSchedule(2) {
 		r := stormResult{stormPhase: p, created: 4 * time.Second, restarted: 6 * time.Second,
-			delta: delta{hists: h(), counters: []float64{2, 150, 50, 0, 0}}}
+			delta: delta{hists: h(), counters: []float64{2.5, 150, 50, 0, 0}}, elapsed: 10 * time.Second, idleCPU: 0.05}
 		if p.cache {
 			r.created = 2 * time.Second
-			r.delta.counters = []float64{1, 150, 50, 140, 10}
+			r.delta.counters = []float64{1.5, 150, 50, 140, 10}
 		}
 		results = append(results, r)
 	}
@@ -45,6 +45,7 @@ func TestWriteStorm(t *testing.T) {
 		"metric":                             "r1 cache off | r1 cache on | r2 cache off | r2 cache on | cache off (all) | cache on (all) | on ÷ off",
 		"all pods Running after the creates": "4.00 s | 2.00 s | 4.00 s | 2.00 s | 4.00 s | 2.00 s | 0.50×",
 		"modelgate CPU per admission review": "10.0 ms | 5.00 ms | 10.0 ms | 5.00 ms | 10.0 ms | 5.00 ms | 0.50×",
+		"modelgate idle CPU":                 "50.0 ms | 50.0 ms | 50.0 ms | 50.0 ms | 50.0 ms | 50.0 ms | 1.00×",
 		"decision cache hits":                "0 | 140 | 0 | 140 | 0 | 280 | n/a",
 	} {
 		if got := row(prefix); got != want {
