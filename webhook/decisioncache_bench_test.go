@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -83,5 +85,44 @@ func BenchmarkValidateCache(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkDecisionCacheMemory fills the cache with the decisions of n
+// distinct reviews under the library (each Deployment with an image of
+// its own) and reports the live heap each entry takes against the
+// cache's estimate of it, which policy.decisionCache.maxBytes bounds.
+func BenchmarkDecisionCacheMemory(b *testing.B) {
+	const n = 2000
+	base := injectedReview(b)
+	image := []byte(`"image":"registry.example.com/llm/server`)
+	if !bytes.Contains(base.Object.Raw, image) {
+		b.Fatal("the injected review has no server image to vary")
+	}
+	reqs := make([]admission.Request, n)
+	for i := range reqs {
+		reqs[i] = base
+		reqs[i].Object.Raw = bytes.Replace(base.Object.Raw, image, fmt.Appendf(nil, `"image":"registry.example.com/llm/server-%d`, i), 1)
+	}
+	ctx := benchContext()
+	for b.Loop() {
+		cache := policies.NewDecisionCache(1 << 30)
+		h := NewValidating(config.New(), engineWith(b, policies.Options{Cache: cache}, samplePolicies(b)), testNamespaces, NewPolicyMetrics(nil))
+		h.Handle(ctx, reqs[0])
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for _, req := range reqs {
+			h.Handle(ctx, req)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		st := cache.Stats()
+		if st.Entries < n {
+			b.Fatalf("%d entries, want %d", st.Entries, n)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(st.Entries), "heap-B/entry")
+		b.ReportMetric(float64(st.Bytes)/float64(st.Entries), "estimated-B/entry")
+		runtime.KeepAlive(h)
 	}
 }
