@@ -127,11 +127,20 @@ func (b *builder) term(v ast.Value) *ast.Term {
 	return t
 }
 
+// object is an object term; the empty one is OPA's interned term, shared
+// (a container's unset security context, an empty map).
 func (b *builder) object(items ...[2]*ast.Term) *ast.Term {
+	if len(items) == 0 {
+		return ast.InternedEmptyObject
+	}
 	return b.term(ast.NewObject(items...))
 }
 
+// array is an array term; the empty one is OPA's interned term, shared.
 func (b *builder) array(terms ...*ast.Term) *ast.Term {
+	if len(terms) == 0 {
+		return ast.InternedEmptyArray
+	}
 	return b.term(ast.NewArray(terms...))
 }
 
@@ -219,6 +228,9 @@ func (b *builder) str(s string) *ast.Term {
 func (b *builder) stringMap(m map[string]string) *ast.Term {
 	if m == nil {
 		return ast.InternedNullTerm
+	}
+	if len(m) == 0 {
+		return ast.InternedEmptyObject
 	}
 	items := make([][2]*ast.Term, 0, len(m))
 	for k, v := range m {
