@@ -121,12 +121,28 @@ func (c *DecisionCache) put(set *Set, k cacheKey, d Decision, readGuarded bool) 
 	if c.set != set {
 		c.reset(set)
 	}
-	if !readGuarded {
+	// By determinism every review of a base key reads a guarded key or
+	// none does; should two ever disagree, the base becomes a mark, so
+	// that no decision made with a name is given for another name.
+	el := c.byKey[k.base]
+	marked := el != nil && el.Value.(*cacheEntry).readsGuarded
+	if !readGuarded && !marked {
 		c.insert(&cacheEntry{key: k.base, d: d, size: size})
 		return
 	}
+	if el != nil && !marked {
+		c.remove(el)
+	}
 	c.insert(&cacheEntry{key: k.base, readsGuarded: true, size: entryOverhead})
 	c.insert(&cacheEntry{key: k.full, d: d, size: size})
+}
+
+// remove drops an entry. The caller holds mu.
+func (c *DecisionCache) remove(el *list.Element) {
+	e := el.Value.(*cacheEntry)
+	c.lru.Remove(el)
+	delete(c.byKey, e.key)
+	c.bytes -= e.size
 }
 
 // insert adds e unless its key is cached, and evicts beyond the bound. The
@@ -139,11 +155,7 @@ func (c *DecisionCache) insert(e *cacheEntry) {
 	c.byKey[e.key] = c.lru.PushFront(e)
 	c.bytes += e.size
 	for c.bytes > c.max {
-		last := c.lru.Back()
-		old := last.Value.(*cacheEntry)
-		c.lru.Remove(last)
-		delete(c.byKey, old.key)
-		c.bytes -= old.size
+		c.remove(c.lru.Back())
 		c.evictions.Add(1)
 	}
 }

@@ -354,3 +354,31 @@ func TestGuardedReads(t *testing.T) {
 		t.Error("a module calling modelgate's own builtin compiled")
 	}
 }
+
+// Should two reviews of one base key ever disagree on reading the name,
+// the base becomes a mark: no decision made with one name is given for
+// another.
+func TestDecisionCacheBaseDisagreement(t *testing.T) {
+	set := NewSet()
+	c := NewDecisionCache(1 << 20)
+	d := func(msg string) Decision {
+		return Decision{Results: []Result{{Policy: "p", Deny: []Violation{{Msg: msg}}}}}
+	}
+	a := cacheKey{base: [32]byte{1}, full: [32]byte{2}}
+	b := cacheKey{base: a.base, full: [32]byte{3}}
+	c.put(set, a, d("no name read"), false)
+	c.put(set, b, d("name b read"), true)
+	if got, ok := c.get(set, a); ok {
+		t.Errorf("the base's decision outlived the mark: %+v", got)
+	}
+	if got, ok := c.get(set, b); !ok || got.Results[0].Deny[0].Msg != "name b read" {
+		t.Errorf("name b: %+v %v", got, ok)
+	}
+	c.put(set, a, d("no name read"), false)
+	if got, ok := c.get(set, cacheKey{base: a.base, full: [32]byte{9}}); ok {
+		t.Errorf("a third name got a decision through a marked base: %+v", got)
+	}
+	if st := c.Stats(); st.Bytes <= 0 || st.Entries != 3 {
+		t.Errorf("stats %+v: want the mark and the two names' decisions", st)
+	}
+}

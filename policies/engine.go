@@ -145,9 +145,6 @@ func (e *Engine) prepareLatest() {
 	}
 }
 
-// Cache returns the engine's DecisionCache, nil when it has none.
-func (e *Engine) Cache() *DecisionCache { return e.cache }
-
 // CombinedReviews returns how many reviews had their combinable policies
 // evaluated in one query (see Set.Prepare).
 func (e *Engine) CombinedReviews() uint64 { return e.combinedEvals.Load() }
