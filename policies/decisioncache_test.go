@@ -120,15 +120,7 @@ func TestDecisionCacheSeesWhatPoliciesRead(t *testing.T) {
 		wl["namespaceLabels"] = nl
 		return Review{Kind: "Pod", Namespace: "team-a", NamespaceLabels: labels, Workload: toValue(t, wl)}
 	}
-	msgs := func(d Decision) []string {
-		var out []string
-		for _, r := range d.Results {
-			for _, v := range r.Deny {
-				out = append(out, "["+r.Policy+"] "+v.Msg)
-			}
-		}
-		return out
-	}
+	msgs := Decision.Denials
 	for _, n := range []string{"a", "b", "a"} {
 		if got := msgs(e.Evaluate(ctx, review(n, nil))); !cmp.Equal(got, []string{"[by-name] name " + n}) {
 			t.Errorf("name %s: %v", n, got)
@@ -271,15 +263,7 @@ func TestDecisionCacheGuardedReads(t *testing.T) {
 		wl["name"], wl["owner"] = name, owner
 		return Review{Kind: "Pod", Namespace: "team-a", Workload: toValue(t, wl)}
 	}
-	msgs := func(d Decision) []string {
-		var out []string
-		for _, r := range d.Results {
-			for _, v := range r.Deny {
-				out = append(out, "["+r.Policy+"] "+v.Msg)
-			}
-		}
-		return out
-	}
+	msgs := Decision.Denials
 
 	t.Run("message only", func(t *testing.T) {
 		cache := NewDecisionCache(1 << 20)

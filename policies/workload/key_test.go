@@ -13,32 +13,8 @@ import (
 func fullView(t *testing.T) *View {
 	t.Helper()
 	var v View
-	fillMaps(reflect.ValueOf(&v).Elem(), "v")
+	fill(reflect.ValueOf(&v).Elem(), "v")
 	return &v
-}
-
-// fillMaps is fill with maps too.
-func fillMaps(v reflect.Value, path string) {
-	switch v.Kind() {
-	case reflect.Map:
-		v.Set(reflect.MakeMap(v.Type()))
-		for _, k := range []string{"a", "b"} {
-			v.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), reflect.ValueOf(path+"/"+k).Convert(v.Type().Elem()))
-		}
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fillMaps(v.Elem(), path)
-	case reflect.Struct:
-		for i := range v.NumField() {
-			fillMaps(v.Field(i), path+"."+v.Type().Field(i).Name)
-		}
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		fillMaps(v.Index(0), path+"[0]")
-		fillMaps(v.Index(1), path+"[1]")
-	default:
-		fill(v, path)
-	}
 }
 
 // mutation is one change to a View, at a path.

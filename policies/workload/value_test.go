@@ -47,11 +47,17 @@ func viaJSON(tb testing.TB, v *View) ast.Value {
 	return val
 }
 
-// fill sets every field under v, recursively: pointers allocated, slices of
-// two, strings and numbers derived from the field path. A field Kubernetes
-// adds later is filled too, so a converter that misses it fails.
+// fill sets every field under v, recursively: pointers allocated, slices
+// and maps of two, strings and numbers derived from the field path. A
+// field Kubernetes adds later is filled too, so a converter that misses it
+// fails.
 func fill(v reflect.Value, path string) {
 	switch v.Kind() {
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		for _, k := range []string{"a", "b"} {
+			v.SetMapIndex(reflect.ValueOf(k).Convert(v.Type().Key()), reflect.ValueOf(path+"/"+k).Convert(v.Type().Elem()))
+		}
 	case reflect.Pointer:
 		v.Set(reflect.New(v.Type().Elem()))
 		fill(v.Elem(), path)
