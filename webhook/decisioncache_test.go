@@ -1,7 +1,10 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -149,4 +152,47 @@ func FuzzValidateCache(f *testing.F) {
 			p.same(t, "renamed", renamed(t, req, name))
 		}
 	})
+}
+
+// Under a stream of distinct reviews the cache fills to its bound and
+// then evicts: the live heap stays flat (the figures for the default
+// 32Mi bound are in docs/performance.md).
+func TestDecisionCacheBoundHoldsUnderDistinctReviews(t *testing.T) {
+	if testing.Short() {
+		t.Skip("thousands of reviews")
+	}
+	const bound = 2 << 20 // about 1,100 of the library's decisions
+	base := injectedReview(t)
+	image := []byte(`"image":"registry.example.com/llm/server`)
+	if !bytes.Contains(base.Object.Raw, image) {
+		t.Fatal("the injected review has no server image to vary")
+	}
+	cache := policies.NewDecisionCache(bound)
+	h := NewValidating(config.New(), engineWith(t, policies.Options{Cache: cache}, samplePolicies(t)), testNamespaces, NewPolicyMetrics(nil))
+	ctx := benchContext()
+	var heaps []uint64
+	for i := 1; i <= 6000; i++ {
+		req := base
+		req.Object.Raw = bytes.Replace(base.Object.Raw, image, fmt.Appendf(nil, `"image":"registry.example.com/llm/server-%d`, i), 1)
+		if resp := h.Handle(ctx, req); !resp.Allowed {
+			t.Fatalf("review %d denied: %v", i, resp.Result)
+		}
+		if st := cache.Stats(); st.Bytes > bound {
+			t.Fatalf("after %d reviews the cache holds %d bytes, over its bound %d", i, st.Bytes, bound)
+		}
+		if i%2000 == 0 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			heaps = append(heaps, m.HeapAlloc)
+		}
+	}
+	if st := cache.Stats(); st.Evictions < 4000 || st.Hits != 0 {
+		t.Errorf("stats %+v: want every review a first one, and the cache evicting", st)
+	}
+	// Full after the first 2,000: what the next 4,000 add is garbage, not
+	// live heap.
+	if grew := int64(heaps[2]) - int64(heaps[0]); grew > 1<<20 {
+		t.Errorf("the live heap grew by %d bytes from 2,000 to 6,000 distinct reviews (%v), with the cache full at %d bytes", grew, heaps, bound)
+	}
 }
