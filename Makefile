@@ -229,6 +229,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 			echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$${FUZZTIME:-30s} -fuzzminimizetime=2s $$pkg; \
 		done; done
 
+.PHONY: profile-policies
+profile-policies: ## Profile the policy library rule by rule: each policy's time per evaluation on the typical injected Deployment, and its costliest expressions under OPA's profiler (docs/performance.md).
+	$(GO) run ./hack/policyprofile --root . $(PROFILE_POLICIES_FLAGS)
+
 .PHONY: bench
 bench: ## Run the benchmarks with allocation counts.
 	$(GO) test -run='^$$' -bench=. -benchmem $(GO_PACKAGES)
