@@ -122,8 +122,9 @@ func (m modelgateStart) start(ctx context.Context) (*process, error) {
 
 // RestartModelgate stops modelgate, applies edit to its Configuration and
 // starts it again on the same addresses, waiting until it is ready: a
-// benchmark compares two settings in one cluster. Its log goes on in the
-// same file. The stop is not reported on Failed.
+// benchmark compares two settings in one cluster. The new process logs to
+// a file of its own (modelgate-<n>.log beside modelgate.log). The stop is
+// not reported on Failed.
 func (c *Cluster) RestartModelgate(ctx context.Context, edit func(*config.Configuration)) error {
 	cfg, err := config.Load(c.Configuration)
 	if err != nil {
