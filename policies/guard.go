@@ -23,9 +23,11 @@ import (
 // without the guarded keys, and one that called it with them.
 //
 // A module is guarded for a key only when every read of it is the exact
-// ref input.workload.<key> in a rule (not a longer ref, an import or a
-// with target, and no read of input.workload or input as a whole); else
-// the key is part of every key of the Sets it belongs to.
+// ref input.workload.<key> in a rule (not a longer ref, an import, a with
+// target or a negated expression, and no read of input.workload or input
+// as a whole); else the key is part of every key of the Sets it belongs
+// to. TestGuardedReadsKeepTheAnswers holds rewritten modules to the
+// answers of the modules as written.
 
 // guardedKeys are the view's keys whose reads are guarded.
 var guardedKeys = []string{"name"}
@@ -122,6 +124,15 @@ func guardable(mod *ast.Module, key string) bool {
 	if !ok {
 		return false
 	}
+	// OPA evaluates a call's arguments before the expression that holds
+	// it: in a negation, the read would move outside the not, where an
+	// absent key fails the rule instead of satisfying the not.
+	ast.WalkExprs(mod, func(e *ast.Expr) bool {
+		if e.Negated && readsKey(e, key) {
+			ok = false
+		}
+		return !ok
+	})
 	ast.WalkWiths(mod, func(w *ast.With) bool {
 		if ref, isRef := w.Target.Value.(ast.Ref); isRef && ref[0].Value.Compare(inputVar) == 0 {
 			ok = false
@@ -139,6 +150,17 @@ func guardable(mod *ast.Module, key string) bool {
 		}
 	}
 	return ok
+}
+
+// readsKey reports whether x holds the ref input.workload.<key>.
+func readsKey(x any, key string) bool {
+	found := false
+	ast.WalkRefs(x, func(r ast.Ref) bool {
+		_, prefix := guardedRef(r, key)
+		found = found || prefix
+		return found
+	})
+	return found
 }
 
 // mentionsInput reports whether x uses input at all.

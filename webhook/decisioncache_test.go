@@ -196,3 +196,18 @@ func TestDecisionCacheBoundHoldsUnderDistinctReviews(t *testing.T) {
 		t.Errorf("the live heap grew by %d bytes from 2,000 to 6,000 distinct reviews (%v), with the cache full at %d bytes", grew, heaps, bound)
 	}
 }
+
+// The library reads a Pod's name only to write its messages: the Pods of
+// a Deployment, each named apart, are one evaluation, then hits.
+func TestLibraryCachesReplicas(t *testing.T) {
+	p := newCachePair(t, config.New(), testNamespaces)
+	for i, req := range replicaReviews(t, 5) {
+		if a := p.same(t, fmt.Sprintf("pod %d", i), req); !a.Allowed {
+			t.Fatalf("pod %d denied: %s", i, a.Message)
+		}
+	}
+	// Each pod is judged twice with the cache (p.same): 1 miss, 9 hits.
+	if st := p.cache.Stats(); st.Misses != 1 || st.Hits != 9 {
+		t.Errorf("stats %+v: want the first pod evaluated and every other answered from the cache", st)
+	}
+}
