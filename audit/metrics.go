@@ -48,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.findings, m.policy, m.passes, m.duration, m.last, m.audited)
 	}
+	// Both outcomes exist at 0, so that the first pass of either shows as
+	// an increase (the audit's alert reads both).
+	m.passes.WithLabelValues("ok")
+	m.passes.WithLabelValues("error")
 	return m
 }
 

@@ -28,6 +28,13 @@ type Observer interface {
 	Cached(policy, decision string)
 }
 
+// LoadObserver, when the Observer implements it, is told the names of the
+// policies of every Set the engine is given (the webhook makes their
+// metrics' series exist before their first evaluation).
+type LoadObserver interface {
+	Loaded(names []string)
+}
+
 // Options configure an Engine.
 type Options struct {
 	// Timeout bounds the evaluation of all policies for one review;
@@ -126,6 +133,9 @@ func (e *Engine) Swap(s *Set) {
 		s = NewSet()
 	}
 	e.set.Store(s)
+	if o, ok := e.observer.(LoadObserver); ok {
+		o.Loaded(s.Names())
+	}
 	if !e.separate && s.Len() > 1 && e.preparing.CompareAndSwap(false, true) {
 		go e.prepareLatest()
 	}

@@ -76,6 +76,11 @@ func addRotator(mgr manager.Manager, r *certs.Rotator) error {
 			return 0
 		}))
 		defaultRegistry.MustRegister(certRotations)
+		// Both steps exist at 0, so that the first rotation shows as an
+		// increase.
+		for _, step := range []certs.Step{certs.StepNewCA, certs.StepNewServing} {
+			certRotations.WithLabelValues(step.String())
+		}
 	})
 	return nil
 }

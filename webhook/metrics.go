@@ -44,7 +44,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.reviews = promreg.Register(reg, m.reviews)
 		m.changes = promreg.Register(reg, m.changes)
 	}
+	initErrors(m.reviews)
 	return m
+}
+
+// initErrors makes the series of a reviews counter that the alert on
+// modelgate's own faults reads (outcome="error", every kind the webhooks
+// serve, CREATE and UPDATE) exist at 0 from the start: a series born at its
+// first error shows no increase, and the alert would miss that error.
+func initErrors(reviews *prometheus.CounterVec) {
+	for kind := range metricKinds {
+		for _, op := range []string{"CREATE", "UPDATE"} {
+			reviews.WithLabelValues(kind, op, outcomeError)
+		}
+	}
 }
 
 // defaultRegistry is controller-runtime's registry, served on the metrics

@@ -36,22 +36,31 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 			Object:    runtime.RawExtension{Raw: []byte(`{}`)},
 		}}
 	}
+	count := func() map[string]int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		series := map[string]int{}
+		for _, mf := range mfs {
+			series[mf.GetName()] = len(mf.GetMetric())
+		}
+		return series
+	}
+	before := count() // the error series, made at 0 at the start
 	for i := range 200 {
 		mutating.Handle(ctx, forged(i))
 		validating.Handle(ctx, forged(i))
 	}
+	series := count()
+	for _, name := range []string{"modelgate_mutating_reviews_total", "modelgate_validating_reviews_total"} {
+		if n := series[name] - before[name]; n == 0 || n > 2 {
+			t.Errorf("%s gained %d series from 200 forged kinds and operations, want 1 or 2 (kind and operation %q)", name, n, labelOther)
+		}
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
-	}
-	series := map[string]int{}
-	for _, mf := range mfs {
-		series[mf.GetName()] = len(mf.GetMetric())
-	}
-	for _, name := range []string{"modelgate_mutating_reviews_total", "modelgate_validating_reviews_total"} {
-		if n := series[name]; n == 0 || n > 2 {
-			t.Errorf("%s has %d series after 200 forged kinds and operations, want 1 or 2 (kind and operation %q)", name, n, labelOther)
-		}
 	}
 	for _, mf := range mfs {
 		for _, metric := range mf.GetMetric() {
@@ -73,6 +82,54 @@ func TestMetricLabels(t *testing.T) {
 	for in, want := range map[string]string{"CREATE": "CREATE", "UPDATE": "UPDATE", "DELETE": "DELETE", "create": labelOther, "PATCH": labelOther} {
 		if got := operationLabel(in); got != want {
 			t.Errorf("operationLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Issue 33, item 1: the series the alerts and the dashboard read exist at
+// 0 before the first event, so that the first error, failed load or
+// denial shows as an increase (a series born at its first value shows
+// none, and increase() over it is 0).
+func TestCountersStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	pm := NewPolicyMetrics(reg)
+	e := policies.NewEngine(policies.Options{Observer: pm})
+	c, err := policies.Compile(context.Background(), policies.Policy{Name: "gpu-limit",
+		Module: "package t\n\ndeny contains \"no\" if false\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Swap(policies.NewSet(c))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := []string{}
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			if v := m.GetCounter().GetValue(); v != 0 {
+				t.Errorf("%s{%s} starts at %v, want 0", mf.GetName(), strings.Join(labels, ","), v)
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = true
+		}
+	}
+	for _, want := range []string{
+		"modelgate_mutating_reviews_total{kind=Pod,operation=CREATE,outcome=error}",
+		"modelgate_mutating_reviews_total{kind=Deployment,operation=UPDATE,outcome=error}",
+		"modelgate_validating_reviews_total{kind=AIInference,operation=CREATE,outcome=error}",
+		"modelgate_validating_reviews_total{kind=CronJob,operation=UPDATE,outcome=error}",
+		"modelgate_policy_load_errors_total{source=WorkloadPolicy}",
+		"modelgate_policy_load_errors_total{source=directory}",
+		"modelgate_policy_evaluations_total{decision=error,policy=gpu-limit}",
+		"modelgate_policy_evaluations_total{decision=dryrun,policy=gpu-limit}",
+	} {
+		if !got[want] {
+			t.Errorf("no series %s at the start", want)
 		}
 	}
 }

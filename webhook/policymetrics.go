@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/internal/promreg"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/validators"
 )
 
 // Outcomes of a validating review, the values of its outcome label.
@@ -31,7 +32,10 @@ type PolicyMetrics struct {
 	loadErrors  *prometheus.CounterVec
 }
 
-var _ policies.Observer = (*PolicyMetrics)(nil)
+var (
+	_ policies.Observer     = (*PolicyMetrics)(nil)
+	_ policies.LoadObserver = (*PolicyMetrics)(nil)
+)
 
 // NewPolicyMetrics creates the metrics and registers them with reg (nil
 // registers nothing). The gauge modelgate_policies_loaded is registered
@@ -57,14 +61,32 @@ func NewPolicyMetrics(reg prometheus.Registerer) *PolicyMetrics {
 			Help: "Policies that failed to load (parse, compile, settings), by source.",
 		}, []string{"source"}),
 	}
-	if reg == nil {
-		return m
+	if reg != nil {
+		m.reviews = promreg.Register(reg, m.reviews)
+		m.evaluations = promreg.Register(reg, m.evaluations)
+		m.duration = promreg.Register(reg, m.duration)
+		m.loadErrors = promreg.Register(reg, m.loadErrors)
 	}
-	m.reviews = promreg.Register(reg, m.reviews)
-	m.evaluations = promreg.Register(reg, m.evaluations)
-	m.duration = promreg.Register(reg, m.duration)
-	m.loadErrors = promreg.Register(reg, m.loadErrors)
+	// The series the alerts and the dashboard read exist at 0 from the
+	// start, so that the first error or failed load shows as an increase.
+	initErrors(m.reviews)
+	for _, source := range []string{validators.SourceWorkloadPolicy, policies.SourceDirectory} {
+		m.loadErrors.WithLabelValues(source)
+	}
 	return m
+}
+
+// policyDecisions are the values of the decision label.
+var policyDecisions = []string{"allow", "deny", "warn", "dryrun", "error"}
+
+// Loaded implements policies.LoadObserver: every decision of each policy
+// put in force exists at 0, so that its first denial or error is seen.
+func (m *PolicyMetrics) Loaded(names []string) {
+	for _, name := range names {
+		for _, d := range policyDecisions {
+			m.evaluations.WithLabelValues(name, d)
+		}
+	}
 }
 
 // Evaluated implements policies.Observer.
