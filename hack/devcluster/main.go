@@ -98,9 +98,16 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	}
 	defer models.Close()
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
+	metricsAddr, err := cluster.FreeAddr()
+	if err != nil {
+		return err
+	}
 	c, err := cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
-		Configure: func(cfg *config.Configuration) { configureLoader(cfg, models) },
+		Configure: func(cfg *config.Configuration) {
+			configureLoader(cfg, models)
+			configureMetrics(cfg, metricsAddr)
+		},
 		// Tainted: only Pods that tolerate it land there, which in
 		// "default" are the serving Pods (labelDefaultNamespace).
 		RealNode: cluster.RealNodeOptions{Mode: mode, Taint: true},
@@ -131,6 +138,9 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	if err := labelDefaultNamespace(ctx, admin, c.RealNode != nil); err != nil {
 		return err
 	}
+	if err := bindMetricsReader(ctx, admin); err != nil {
+		return err
+	}
 	if c.RealNode != nil {
 		if err := cluster.WaitServingPlacement(ctx, admin, "default"); err != nil {
 			return err
@@ -141,6 +151,7 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	k := printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
+	printMetrics(k, metricsAddr)
 	printRealNode(c, k)
 
 	placements := make(chan error, 1)

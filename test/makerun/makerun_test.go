@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +19,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -113,6 +118,32 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
 		Expect(nodes.Items).To(HaveLen(1), "the real node")
 		realNode := nodes.Items[0].Name
+
+		By("scraping modelgate's metrics as make run prints, with the metrics reader's token")
+		m := regexp.MustCompile(`create token (\S+)\)" (https://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(string(d.out.Contents()))
+		Expect(m).To(HaveLen(3), "make run prints how to scrape its metrics")
+		tr, err := cs.CoreV1().ServiceAccounts("modelgate-system").CreateToken(ctx, m[1], &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		scrape := func(token string) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, m[2], nil)
+			Expect(err).NotTo(HaveOccurred())
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the dev cluster's self-signed metrics certificate.
+			resp, err := hc.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			Expect(err).NotTo(HaveOccurred())
+			return resp.StatusCode, string(body)
+		}
+		code, body := scrape(tr.Status.Token)
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(body).To(ContainSubstring("modelgate_mutating_reviews_total"))
+		Expect(body).To(ContainSubstring("modelgate_policy_decision_cache_max_bytes"))
+		code, _ = scrape("")
+		Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "metrics without a token")
 
 		By("kubectl apply -f config/samples/")
 		files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
