@@ -12,7 +12,9 @@ import (
 
 // newDecisionCache is the validating webhook's decision cache as the
 // Configuration sizes it, nil when policy.decisionCache.maxBytes is 0. Its
-// metrics report the latest one made.
+// metrics report the first one made in the process: a replica makes one;
+// the tests start more managers in one process, and the first is the
+// suite's own (as with modelgate_policies_loaded).
 func newDecisionCache(cfg *config.Configuration) *policies.DecisionCache {
 	maxBytes := int64(config.DefaultDecisionCacheBytes)
 	if q := cfg.Policy.DecisionCache.MaxBytes; q != nil {
@@ -22,7 +24,7 @@ func newDecisionCache(cfg *config.Configuration) *policies.DecisionCache {
 		return nil
 	}
 	c := policies.NewDecisionCache(maxBytes)
-	servedCache.Store(c)
+	servedCache.CompareAndSwap(nil, c)
 	cacheCollectorOnce.Do(func() { defaultRegistry.MustRegister(decisionCacheCollector{}) })
 	return c
 }
