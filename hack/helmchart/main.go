@@ -133,7 +133,7 @@ func run(root string) error {
 	var serviceMonitor, rule, dashboard, metricsService []*unstructured.Unstructured
 	for _, u := range prometheus {
 		switch u.GetKind() {
-		case "ServiceMonitor", "ClusterRoleBinding":
+		case "ServiceMonitor", "ClusterRoleBinding", "Role", "RoleBinding":
 			serviceMonitor = append(serviceMonitor, u)
 		case "PrometheusRule":
 			rule = append(rule, u)

@@ -65,7 +65,7 @@ func TestPrometheusObjects(t *testing.T) {
 	for _, o := range objs {
 		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
 	}
-	for kind, n := range map[string]int{"Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1, "ClusterRoleBinding": 1} {
+	for kind, n := range map[string]int{"Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1} {
 		if len(byKind[kind]) != n {
 			t.Fatalf("%d %s, want %d", len(byKind[kind]), kind, n)
 		}
@@ -76,12 +76,16 @@ func TestPrometheusObjects(t *testing.T) {
 		rule monitoringv1.PrometheusRule
 		dash corev1.ConfigMap
 		crb  rbacv1.ClusterRoleBinding
+		role rbacv1.Role
+		rb   rbacv1.RoleBinding
 	)
 	strict(t, byKind["Service"][0], &svc)
 	strict(t, byKind["ServiceMonitor"][0], &sm)
 	strict(t, byKind["PrometheusRule"][0], &rule)
 	strict(t, byKind["ConfigMap"][0], &dash)
 	strict(t, byKind["ClusterRoleBinding"][0], &crb)
+	strict(t, byKind["Role"][0], &role)
+	strict(t, byKind["RoleBinding"][0], &rb)
 
 	// The Service selects the Deployment's pods, on its metrics port.
 	install := decoded(t, defaultInstall)
@@ -123,6 +127,25 @@ func TestPrometheusObjects(t *testing.T) {
 	}
 	if !reader {
 		t.Errorf("the binding grants ClusterRole %s, which is not the install's /metrics reader", crb.RoleRef.Name)
+	}
+	// Issue 33: the same Prometheus may discover the targets in modelgate's
+	// namespace (kube-prometheus grants it only its own namespaces).
+	if role.Namespace != svc.Namespace || rb.Namespace != svc.Namespace || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name {
+		t.Errorf("discovery Role %s/%s and RoleBinding %s/%s (role %v): want both in %s, bound to each other", role.Namespace, role.Name, rb.Namespace, rb.Name, rb.RoleRef, svc.Namespace)
+	}
+	if !slices.Equal(rb.Subjects, crb.Subjects) {
+		t.Errorf("discovery RoleBinding subjects %v, metrics reader binding's %v: want the same Prometheus", rb.Subjects, crb.Subjects)
+	}
+	grants := func(group, resource string) bool {
+		return slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) &&
+				slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch")
+		})
+	}
+	for _, gr := range [][2]string{{"", "services"}, {"", "endpoints"}, {"", "pods"}, {"discovery.k8s.io", "endpointslices"}} {
+		if !grants(gr[0], gr[1]) {
+			t.Errorf("discovery Role does not let Prometheus list and watch %q %s", gr[0], gr[1])
+		}
 	}
 
 	exported := exportedMetrics(t, root)
