@@ -36,12 +36,6 @@ import (
 // namespace is where the profiled Deployment is, with a team.
 const namespace = "team-a"
 
-type nsTable map[string]map[string]string
-
-func (t nsTable) NamespaceLabels(_ context.Context, name string) (map[string]string, error) {
-	return t[name], nil
-}
-
 func main() {
 	fs := flag.NewFlagSet("policyprofile", flag.ContinueOnError)
 	runs := fs.Int("runs", 2000, "evaluations of each policy, timed and then profiled")
@@ -97,7 +91,7 @@ func injectedView() (json.RawMessage, error) {
 		return nil, err
 	}
 	cfg.RecordKey = key
-	ns := nsTable{namespace: {"kubernetes.io/metadata.name": namespace, "modelgate.io/team": "ml-platform"}}
+	ns := offline.Namespaces{ByName: map[string]map[string]string{namespace: {"modelgate.io/team": "ml-platform"}}}
 	echo, err := policies.Compile(context.Background(), policies.Policy{Name: "echo",
 		Module: "package echo\n\ndeny contains json.marshal(input.workload)\n"})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/ctxio"
 )
 
 // epoch is every entry's modification time.
@@ -78,7 +80,7 @@ func copyFile(ctx context.Context, tw io.Writer, dir string, e entry, buf []byte
 	if !info.Mode().IsRegular() || info.Size() != e.size {
 		return fmt.Errorf("%s: %w (was a file of %d bytes)", e.name, errChanged, e.size)
 	}
-	n, err := io.CopyBuffer(tw, io.LimitReader(ctxReader{ctx, f}, e.size), buf)
+	n, err := io.CopyBuffer(tw, io.LimitReader(ctxio.Reader(ctx, f), e.size), buf)
 	if err != nil {
 		return fmt.Errorf("%s: %w", e.name, err)
 	}
@@ -86,17 +88,4 @@ func copyFile(ctx context.Context, tw io.Writer, dir string, e entry, buf []byte
 		return fmt.Errorf("%s: %w (read %d of %d bytes)", e.name, errChanged, n, e.size)
 	}
 	return nil
-}
-
-// ctxReader stops reading once its context is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/modelgate/modelgate/internal/ctxio"
 )
 
 // This file checks safetensors files as the safetensors library
@@ -219,7 +221,7 @@ func checkSafetensors(ctx context.Context, r io.Reader, size int64) (*stHeader, 
 	}
 	// The struct hides io.Discard's ReadFrom, whose 8 KiB reads are slow
 	// for gigabytes.
-	n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, ctxReader{ctx, r}, make([]byte, 1<<20))
+	n, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, ctxio.Reader(ctx, r), make([]byte, 1<<20))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("reading tensor data: %w", err)
@@ -227,17 +229,4 @@ func checkSafetensors(ctx context.Context, r io.Reader, size int64) (*stHeader, 
 		return nil, fmt.Errorf("%w: read %d bytes of tensor data, the header needs %d", errTruncated, n, h.DataLen)
 	}
 	return h, nil
-}
-
-// ctxReader stops reading when ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
