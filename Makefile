@@ -20,6 +20,9 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 KUSTOMIZE_VERSION ?= v5.8.1
 GOLANGCI_LINT_VERSION ?= v2.15.0
 HELM_VERSION ?= v3.22.0
+# Prometheus and promtool for make test-prometheus (and make run
+# PROMETHEUS=1), built from their module.
+PROMETHEUS_VERSION ?= v0.316.0
 # easyjson's generator is built from the main module, so at the version
 # go.mod requires for its runtime: keep the two equal.
 EASYJSON_VERSION ?= v0.9.2
@@ -28,6 +31,8 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
+PROMETHEUS ?= $(LOCALBIN)/prometheus-$(PROMETHEUS_VERSION)
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 EASYJSON ?= $(LOCALBIN)/easyjson-$(EASYJSON_VERSION)
 
 ## kube-apiserver and etcd for envtest and `make run`, built from source by
@@ -158,15 +163,16 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 	@$(KUSTOMIZE) build config/prometheus >/dev/null || { echo "config/prometheus does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/policyreport >/dev/null || { echo "config/policyreport does not render"; exit 1; }
 	@$(KUSTOMIZE) build config/openreports >/dev/null || { echo "config/openreports does not render"; exit 1; }
+	@$(KUSTOMIZE) build config/prometheus/kube-prometheus-stack >/dev/null || { echo "config/prometheus/kube-prometheus-stack does not render"; exit 1; }
 
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies helm-lint test-integration test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, and the e2e suite on a simulated GPU cluster.
+test: test-unit test-policies helm-lint test-integration test-prometheus test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e -e /test/makerun)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e -e /test/makerun -e /test/prometheus)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -187,6 +193,11 @@ helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults an
 test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/... -count=1
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
+
+.PHONY: test-prometheus
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules, then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/prometheus/... -count=1 -timeout=15m -v -args \
+		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS) -promtool=$(PROMTOOL)
 
 ## test/makerun runs after test/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
@@ -419,6 +430,14 @@ $(GOLANGCI_LINT):
 $(HELM):
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(LOCALBIN)/.tmp/helm $@
+
+## Both from one go install: they share most of their packages. Of the
+## service discoveries, only Kubernetes' is compiled in (Prometheus's
+## plugin build tags): the others' cloud SDKs double the build time.
+$(PROMETHEUS) $(PROMTOOL) &:
+	GOBIN=$(LOCALBIN)/.tmp $(GO) install -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION) github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
+	mv $(LOCALBIN)/.tmp/prometheus $(PROMETHEUS)
+	mv $(LOCALBIN)/.tmp/promtool $(PROMTOOL)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the built tools and control plane).

@@ -73,12 +73,12 @@ func TestExceptionCollector(t *testing.T) {
 	want := `
 # HELP modelgate_policy_exception_expiry_timestamp_seconds When each WorkloadPolicyException in force expires (its spec.expiresAt), as seconds since the epoch.
 # TYPE modelgate_policy_exception_expiry_timestamp_seconds gauge
-modelgate_policy_exception_expiry_timestamp_seconds{name="bench",namespace="team-a",ticket="OPS-1"} 1.7958708e+09
-modelgate_policy_exception_expiry_timestamp_seconds{name="train",namespace="team-b",ticket=""} 1.7958744e+09
-# HELP modelgate_policy_exceptions_in_force WorkloadPolicyExceptions in force now (not expired), by namespace.
+modelgate_policy_exception_expiry_timestamp_seconds{exception_namespace="team-a",name="bench",ticket="OPS-1"} 1.7958708e+09
+modelgate_policy_exception_expiry_timestamp_seconds{exception_namespace="team-b",name="train",ticket=""} 1.7958744e+09
+# HELP modelgate_policy_exceptions_in_force WorkloadPolicyExceptions in force now (not expired), by their namespace.
 # TYPE modelgate_policy_exceptions_in_force gauge
-modelgate_policy_exceptions_in_force{namespace="team-a"} 1
-modelgate_policy_exceptions_in_force{namespace="team-b"} 1
+modelgate_policy_exceptions_in_force{exception_namespace="team-a"} 1
+modelgate_policy_exceptions_in_force{exception_namespace="team-b"} 1
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Error(err)

@@ -17,11 +17,14 @@ type exceptionCollector struct {
 }
 
 var (
+	// The exception's namespace is exception_namespace: a scraper's
+	// target label namespace (modelgate's own) would shadow a label
+	// namespace, renamed exported_namespace.
 	exceptionsInForceDesc = prometheus.NewDesc("modelgate_policy_exceptions_in_force",
-		"WorkloadPolicyExceptions in force now (not expired), by namespace.", []string{"namespace"}, nil)
+		"WorkloadPolicyExceptions in force now (not expired), by their namespace.", []string{"exception_namespace"}, nil)
 	exceptionExpiryDesc = prometheus.NewDesc("modelgate_policy_exception_expiry_timestamp_seconds",
 		"When each WorkloadPolicyException in force expires (its spec.expiresAt), as seconds since the epoch.",
-		[]string{"namespace", "name", "ticket"}, nil)
+		[]string{"exception_namespace", "name", "ticket"}, nil)
 )
 
 // Describe implements prometheus.Collector.

@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -64,11 +63,15 @@ func NewManager(rc *rest.Config, cfg *config.Configuration, extensions ...Extens
 	}
 	d := &drain{period: cfg.DrainPeriod.Duration}
 	server := newWebhookServer(cfg, d, tlsOpts)
+	metrics, clientCA, err := metricsOptions(cfg.Metrics)
+	if err != nil {
+		return nil, err
+	}
 	elect := (cfg.ControllerEnabled() || cfg.AuditEnabled()) && (cfg.Controller.LeaderElection == nil || *cfg.Controller.LeaderElection)
 	mgr, err := manager.New(rc, manager.Options{
 		Scheme:                  scheme,
 		WebhookServer:           server,
-		Metrics:                 metricsOptions(cfg.Metrics),
+		Metrics:                 metrics,
 		HealthProbeBindAddress:  cfg.Health.BindAddress,
 		GracefulShutdownTimeout: ptr.To(cfg.ShutdownGracePeriod.Duration),
 		Cache:                   CacheOptions(),
@@ -90,6 +93,11 @@ func NewManager(rc *rest.Config, cfg *config.Configuration, extensions ...Extens
 	if rotator != nil {
 		if err := addRotator(mgr, rotator); err != nil {
 			return nil, err
+		}
+	}
+	if clientCA != nil {
+		if err := mgr.Add(clientCA); err != nil {
+			return nil, fmt.Errorf("adding the metrics client CA watch: %w", err)
 		}
 	}
 	if cfg.RecordKey == nil {
@@ -366,12 +374,24 @@ func (w *informerWarmup) checker(_ *http.Request) error {
 
 // metricsOptions serves the metrics as the kubebuilder scaffold does: over
 // HTTPS (a self-signed certificate controller-runtime makes at start),
-// with each request's bearer token checked by the API server.
-func metricsOptions(m config.MetricsEndpoint) metricsserver.Options {
+// with each request's bearer token checked by the API server, and with
+// metrics.clientCAFile to callers with a client certificate that CA signed
+// too (metricsauth.go). The runnable, nil without a CA file, reloads the
+// file when it changes: add it to the manager.
+func metricsOptions(m config.MetricsEndpoint) (metricsserver.Options, manager.Runnable, error) {
 	o := metricsserver.Options{BindAddress: m.BindAddress}
-	if m.Secure == nil || *m.Secure {
-		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	if m.BindAddress == "0" || (m.Secure != nil && !*m.Secure) {
+		return o, nil, nil
 	}
-	return o
+	auth, err := newMetricsAuth(m)
+	if err != nil {
+		return o, nil, err
+	}
+	o.SecureServing = true
+	o.FilterProvider = auth.filter
+	if auth.clientCA == nil {
+		return o, nil, nil
+	}
+	o.TLSOpts = []func(*tls.Config){requestClientCertificate}
+	return o, auth, nil
 }

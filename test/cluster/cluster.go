@@ -62,6 +62,10 @@ type Options struct {
 	MetricsAddr string
 	// Configure edits modelgate's Configuration before it is written.
 	Configure func(*config.Configuration)
+	// ExtraRBAC are kustomize directories, under Root, of permissions
+	// modelgate gets beside config/rbac's (config/self-managed/rbac for
+	// certificates.mode self).
+	ExtraRBAC []string
 	// RealNode says whether to start the real node beside kwok's, and how.
 	RealNode RealNodeOptions
 }
@@ -247,7 +251,7 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 		name, binary string
 		args         []string
 	}{
-		{"kube-controller-manager", bins.controllerManager, controllerManagerArgs(kcmKC, o.ClientQPS, o.ClientBurst)},
+		{"kube-controller-manager", bins.controllerManager, controllerManagerArgs(kcmKC, c.serviceAccountKey(), o.ClientQPS, o.ClientBurst)},
 		{"kube-scheduler", bins.scheduler, schedulerArgs(schedCfg)},
 		{"kwok", bins.kwok, kwokArgs(bins, kwokKC)},
 	} {
@@ -264,7 +268,7 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 // Configuration, starts it and waits for its readiness.
 func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Client) error {
 	// modelgate runs with config/rbac's permissions only, as in a cluster.
-	mg, err := env.ModelgateIdentity(ctx, c.Env, admin, o.Root)
+	mg, err := env.ModelgateIdentity(ctx, c.Env, admin, o.Root, o.ExtraRBAC...)
 	if err != nil {
 		return err
 	}
@@ -304,6 +308,12 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	c.procs = append(c.procs, p)
 	c.modelgate = p
 	return nil
+}
+
+// serviceAccountKey is the key the API server verifies service account
+// tokens with (envtest writes it beside its serving certificate).
+func (c *Cluster) serviceAccountKey() string {
+	return filepath.Join(c.Env.ControlPlane.APIServer.CertDir, "sa-signer.key")
 }
 
 // waitControllers waits until the controller-manager's controllers run:

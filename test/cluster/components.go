@@ -78,15 +78,19 @@ func schedulerArgs(configPath string) []string {
 	return []string{"--config=" + configPath, "--secure-port=0", "-v=1"}
 }
 
-// controllerManagerArgs runs every default controller but the token
-// controller (envtest's API server has no ServiceAccount admission and
-// nothing here mounts tokens), with shared credentials: the user in the
-// kubeconfig is system:kube-controller-manager, which modelgate's
-// Configuration trusts as a template-copying controller, as in a cluster.
-func controllerManagerArgs(kubeconfig string, qps, burst int) []string {
+// controllerManagerArgs runs every default controller with shared
+// credentials: the user in the kubeconfig is
+// system:kube-controller-manager, which modelgate's Configuration trusts
+// as a template-copying controller, as in a cluster. The token controller
+// signs with saKey, the API server's service account key, and fills
+// Secrets of type kubernetes.io/service-account-token (config/prometheus's
+// scraper token); envtest's API server has no ServiceAccount admission,
+// so no Pod gets a token mounted.
+func controllerManagerArgs(kubeconfig, saKey string, qps, burst int) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=*,-serviceaccount-token",
+		"--controllers=*",
+		"--service-account-private-key-file=" + saKey,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		"--secure-port=0",

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,30 +124,31 @@ func (m modelgateStart) start(ctx context.Context) (*process, error) {
 
 // RestartModelgate stops modelgate, applies edit to its Configuration and
 // starts it again on the same addresses, waiting until it is ready: a
-// benchmark compares two settings in one cluster. The new process logs to
-// a file of its own (modelgate-<n>.log beside modelgate.log). The stop is
-// not reported on Failed.
+// benchmark compares two settings in one cluster.
 func (c *Cluster) RestartModelgate(ctx context.Context, edit func(*config.Configuration)) error {
-	cfg, err := config.Load(c.Configuration)
-	if err != nil {
-		return fmt.Errorf("reading modelgate's configuration: %w", err)
+	if err := c.StopModelgate(); err != nil {
+		return err
 	}
-	edit(cfg)
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
-	}
-	cfg.RecordKey = nil
-	b, err := yaml.Marshal(cfg)
-	if err != nil {
-		return fmt.Errorf("encoding configuration: %w", err)
-	}
-	if err := os.WriteFile(c.Configuration, b, 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", c.Configuration, err)
-	}
+	return c.StartModelgate(ctx, edit)
+}
+
+// StopModelgate stops modelgate; the stop is not reported on Failed.
+// Until StartModelgate, the API server's calls to its webhooks fail.
+func (c *Cluster) StopModelgate() error {
 	old := c.modelgate
 	old.retired.Store(true)
-	if err := old.stop(); err != nil {
-		return err
+	return old.stop()
+}
+
+// StartModelgate applies edit (when not nil) to the Configuration of the
+// modelgate StopModelgate stopped and starts it again on the same
+// addresses, waiting until it is ready. The new process logs to a file of
+// its own (modelgate-<n>.log beside modelgate.log).
+func (c *Cluster) StartModelgate(ctx context.Context, edit func(*config.Configuration)) error {
+	if edit != nil {
+		if _, err := editConfiguration(c.Configuration, c.Configuration, edit); err != nil {
+			return err
+		}
 	}
 	m := c.restart
 	m.log = strings.TrimSuffix(m.log, ".log") + "-" + strconv.Itoa(len(c.procs)) + ".log"
@@ -156,4 +159,95 @@ func (c *Cluster) RestartModelgate(ctx context.Context, edit func(*config.Config
 		c.watch(p)
 	}
 	return err
+}
+
+// Replica is a second modelgate process StartReplica started.
+type Replica struct {
+	// Configuration is its Configuration's file.
+	Configuration string
+	// MetricsAddr is where it serves metrics ("0": nowhere).
+	MetricsAddr string
+}
+
+// StartReplica starts another modelgate beside the cluster's, as its
+// service account, with the Configuration of the cluster's modelgate on
+// free webhook, health and metrics ports, then edit; it waits until the
+// replica is ready. The API server's webhooks still call the cluster's
+// modelgate: a replica reads and serves what every replica does (the
+// policies in force, its metrics), which a test compares. Stop stops it.
+func (c *Cluster) StartReplica(ctx context.Context, name string, edit func(*config.Configuration)) (*Replica, error) {
+	webhookAddr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	health, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, port, err := net.SplitHostPort(webhookAddr)
+	if err != nil {
+		return nil, err
+	}
+	webhookPort, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(filepath.Dir(c.Configuration), "configuration-"+name+".yaml")
+	cfg, err := editConfiguration(c.Configuration, path, func(cfg *config.Configuration) {
+		cfg.Webhook.Port = int32(webhookPort)
+		cfg.Health.BindAddress = health
+		if cfg.Metrics.BindAddress != "0" {
+			cfg.Metrics.BindAddress = metrics
+		}
+		if edit != nil {
+			edit(cfg)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := c.restart
+	m.args = slices.Clone(m.args)
+	for i, a := range m.args {
+		if a == c.Configuration {
+			m.args[i] = path
+		}
+	}
+	m.log = strings.TrimSuffix(m.log, ".log") + "-" + name + ".log"
+	m.health = cfg.Health.BindAddress
+	p, err := m.start(ctx)
+	if p != nil {
+		c.procs = append(c.procs, p)
+		c.watch(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Replica{Configuration: path, MetricsAddr: cfg.Metrics.BindAddress}, nil
+}
+
+// editConfiguration reads the Configuration in src, applies edit, checks
+// it and writes it to dst.
+func editConfiguration(src, dst string, edit func(*config.Configuration)) (*config.Configuration, error) {
+	cfg, err := config.Load(src)
+	if err != nil {
+		return nil, fmt.Errorf("reading modelgate's configuration: %w", err)
+	}
+	edit(cfg)
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("modelgate's configuration: %w", errs.ToAggregate())
+	}
+	cfg.RecordKey = nil
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding configuration: %w", err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", dst, err)
+	}
+	return cfg, nil
 }

@@ -7,11 +7,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -307,7 +311,8 @@ func TestHelmChartValues(t *testing.T) {
 		}
 		off := comparable(t, mustHelmTemplate(t, Namespace))
 		for _, k := range []string{"ServiceMonitor/modelgate", "PrometheusRule/modelgate", "ConfigMap/modelgate-dashboard", "WorkloadPolicy/required-owner-team",
-			"CustomResourceDefinition/policyreports.wgpolicyk8s.io"} {
+			"CustomResourceDefinition/policyreports.wgpolicyk8s.io", "ServiceAccount/modelgate-metrics-scraper", "Secret/modelgate-metrics-scraper-token",
+			"ClusterRoleBinding/modelgate-metrics-reader-scraper", "RoleBinding/modelgate-prometheus-discovery"} {
 			if _, ok := got[k]; !ok {
 				t.Errorf("%s not rendered when turned on", k)
 			}
@@ -316,6 +321,69 @@ func TestHelmChartValues(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHelmChartPrometheusValues: the ServiceMonitor's and the
+// PrometheusRule's extra labels (kube-prometheus-stack selects by its
+// release) and the Prometheus service account the discovery RoleBinding
+// names reach their objects; the scraper's account, token and binding
+// follow the release's namespace.
+func TestHelmChartPrometheusValues(t *testing.T) {
+	const ns = "gpu-platform"
+	stack := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "kps-kube-prometheus-stack-prometheus", Namespace: "observability"}
+	objs := mustHelmTemplate(t, ns, "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+		"metrics.serviceMonitor.labels.release=kps", "metrics.prometheusRule.labels.release=kps", "metrics.prometheusRule.labels.team=ml",
+		"metrics.serviceMonitor.prometheusServiceAccount.name="+stack.Name, "metrics.serviceMonitor.prometheusServiceAccount.namespace="+stack.Namespace)
+	seen := map[string]bool{}
+	for _, u := range objs {
+		k := u.GetKind() + "/" + u.GetName()
+		seen[k] = true
+		switch k {
+		case "ServiceMonitor/modelgate", "PrometheusRule/modelgate":
+			l := u.GetLabels()
+			if l["release"] != "kps" || l["app.kubernetes.io/name"] != "modelgate" || l["app.kubernetes.io/instance"] != "modelgate" {
+				t.Errorf("%s labels %v: want release: kps beside its own and Helm's", k, l)
+			}
+			if team := l["team"]; (team == "ml") != (u.GetKind() == "PrometheusRule") {
+				t.Errorf("%s labels %v: team: ml is the PrometheusRule's only", k, l)
+			}
+			if u.GetKind() == "ServiceMonitor" {
+				var sm monitoringv1.ServiceMonitor
+				strict(t, u, &sm)
+				if a := sm.Spec.Endpoints[0].Authorization; a == nil || a.Credentials == nil || a.Credentials.Name != "modelgate-metrics-scraper-token" {
+					t.Errorf("ServiceMonitor authorization %+v: want the scraper's token Secret", a)
+				}
+			}
+		case "RoleBinding/modelgate-prometheus-discovery":
+			var rb rbacv1.RoleBinding
+			strict(t, u, &rb)
+			if want := []rbacv1.Subject{stack}; !slices.Equal(rb.Subjects, want) || rb.Namespace != ns {
+				t.Errorf("%s in %s subjects %v, want %v in %s", k, rb.Namespace, rb.Subjects, want, ns)
+			}
+		case "ClusterRoleBinding/modelgate-metrics-reader-scraper":
+			var crb rbacv1.ClusterRoleBinding
+			strict(t, u, &crb)
+			if want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "modelgate-metrics-scraper", Namespace: ns}}; !slices.Equal(crb.Subjects, want) {
+				t.Errorf("%s subjects %v, want %v", k, crb.Subjects, want)
+			}
+		case "Secret/modelgate-metrics-scraper-token":
+			var s corev1.Secret
+			strict(t, u, &s)
+			if s.Namespace != ns || s.Type != corev1.SecretTypeServiceAccountToken || s.Annotations[corev1.ServiceAccountNameKey] != "modelgate-metrics-scraper" {
+				t.Errorf("%s: namespace %s, type %s, annotations %v: want the scraper's token in %s", k, s.Namespace, s.Type, s.Annotations, ns)
+			}
+		}
+	}
+	for _, k := range []string{"ServiceMonitor/modelgate", "PrometheusRule/modelgate", "RoleBinding/modelgate-prometheus-discovery",
+		"ClusterRoleBinding/modelgate-metrics-reader-scraper", "Secret/modelgate-metrics-scraper-token", "ServiceAccount/modelgate-metrics-scraper"} {
+		if !seen[k] {
+			t.Errorf("%s not rendered", k)
+		}
+	}
+	_, err := helmTemplate(t, ns, "metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.prometheusServiceAccount.name=")
+	if err == nil || !strings.Contains(err.Error(), "metrics.serviceMonitor.prometheusServiceAccount.name: required") {
+		t.Errorf("err = %v, want metrics.serviceMonitor.prometheusServiceAccount.name: required", err)
+	}
 }
 
 // eachClientConfig calls f with every webhook clientConfig under x.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -25,8 +26,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// prometheusObjects is the Prometheus Operator kustomization.
-const prometheusObjects = "config/prometheus"
+// The Prometheus Operator kustomization (for kube-prometheus), and its
+// overlay for kube-prometheus-stack.
+const (
+	prometheusObjects   = "config/prometheus"
+	kubePrometheusStack = "config/prometheus/kube-prometheus-stack"
+)
+
+// The service accounts config/prometheus binds: the one Prometheus runs as
+// (kube-prometheus's), which discovers the targets, and modelgate's
+// scraper, whose token the ServiceMonitor scrapes with.
+var (
+	prometheusAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "prometheus-k8s", Namespace: "monitoring"}
+	scraperAccount    = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "modelgate-metrics-scraper", Namespace: Namespace}
+)
 
 // otherExporters are the metrics the alerts and the dashboard read from
 // other exporters: kube-state-metrics, cert-manager, the API server.
@@ -49,7 +62,9 @@ var controllerRuntimeWebhookMetrics = []string{
 
 // TestPrometheusObjects: the ServiceMonitor scrapes the metrics port the
 // Deployment declares, through a Service that selects its pods, with the
-// shipped reader role; every alert and dashboard query parses and names
+// token of a ServiceAccount granted the shipped reader role, read from a
+// Secret (no bearerTokenFile); Prometheus's own account may discover the
+// targets; every alert and dashboard query parses and names
 // only metrics modelgate exports (or the exporters it documents); every
 // alert has a severity, a summary and a runbook section.
 func TestPrometheusObjects(t *testing.T) {
@@ -65,7 +80,8 @@ func TestPrometheusObjects(t *testing.T) {
 	for _, o := range objs {
 		byKind[o.GetKind()] = append(byKind[o.GetKind()], o)
 	}
-	for kind, n := range map[string]int{"Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1} {
+	for kind, n := range map[string]int{"Service": 1, "ServiceMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1, "ServiceAccount": 1, "Secret": 1,
+		"ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1} {
 		if len(byKind[kind]) != n {
 			t.Fatalf("%d %s, want %d", len(byKind[kind]), kind, n)
 		}
@@ -75,6 +91,8 @@ func TestPrometheusObjects(t *testing.T) {
 		sm   monitoringv1.ServiceMonitor
 		rule monitoringv1.PrometheusRule
 		dash corev1.ConfigMap
+		sa   corev1.ServiceAccount
+		tok  corev1.Secret
 		crb  rbacv1.ClusterRoleBinding
 		role rbacv1.Role
 		rb   rbacv1.RoleBinding
@@ -83,6 +101,8 @@ func TestPrometheusObjects(t *testing.T) {
 	strict(t, byKind["ServiceMonitor"][0], &sm)
 	strict(t, byKind["PrometheusRule"][0], &rule)
 	strict(t, byKind["ConfigMap"][0], &dash)
+	strict(t, byKind["ServiceAccount"][0], &sa)
+	strict(t, byKind["Secret"][0], &tok)
 	strict(t, byKind["ClusterRoleBinding"][0], &crb)
 	strict(t, byKind["Role"][0], &role)
 	strict(t, byKind["RoleBinding"][0], &rb)
@@ -103,7 +123,7 @@ func TestPrometheusObjects(t *testing.T) {
 		t.Errorf("Service ports %v: want the container's metrics port (%v)", svc.Spec.Ports, c.Ports)
 	}
 	// The ServiceMonitor selects the Service and scrapes that port over
-	// HTTPS with the Prometheus token.
+	// HTTPS with the scraper's token.
 	sel, err := metav1LabelSelector(sm)
 	if err != nil {
 		t.Fatal(err)
@@ -115,10 +135,40 @@ func TestPrometheusObjects(t *testing.T) {
 		t.Fatalf("%d endpoints, want 1", len(sm.Spec.Endpoints))
 	}
 	ep := sm.Spec.Endpoints[0]
-	if ep.Port != svc.Spec.Ports[0].Name || ep.Scheme == nil || *ep.Scheme != "https" || ep.Path != "/metrics" || ep.BearerTokenFile == "" { //nolint:staticcheck // bearerTokenFile: the Prometheus pod's own token.
-		t.Errorf("endpoint %+v: want port %q over https at /metrics with the Prometheus token", ep, svc.Spec.Ports[0].Name)
+	if ep.Port != svc.Spec.Ports[0].Name || ep.Scheme == nil || *ep.Scheme != "https" || ep.Path != "/metrics" {
+		t.Errorf("endpoint %+v: want port %q over https at /metrics", ep, svc.Spec.Ports[0].Name)
 	}
-	// The binding grants the shipped reader role.
+	// Issue 33: a token from a Secret, not the Prometheus pod's file, which
+	// the operator refuses where file access is denied (OpenShift's user
+	// workload monitoring); the certificate is self-signed.
+	if ep.BearerTokenFile != "" || ep.BearerTokenSecret != nil { //nolint:staticcheck // checking the deprecated fields are unset
+		t.Errorf("endpoint uses bearerTokenFile %q or bearerTokenSecret %v: want authorization", ep.BearerTokenFile, ep.BearerTokenSecret) //nolint:staticcheck // as above
+	}
+	if a := ep.Authorization; a == nil || !strings.EqualFold(a.Type, "Bearer") || a.Credentials == nil ||
+		a.Credentials.Name != tok.Name || a.Credentials.Key != corev1.ServiceAccountTokenKey {
+		t.Errorf("endpoint authorization %+v: want type Bearer with key %s of Secret %s", a, corev1.ServiceAccountTokenKey, tok.Name)
+	} else if err := a.Validate(); err != nil {
+		t.Errorf("endpoint authorization: %v", err)
+	}
+	if ep.TLSConfig == nil || ep.TLSConfig.InsecureSkipVerify == nil || !*ep.TLSConfig.InsecureSkipVerify {
+		t.Errorf("endpoint tlsConfig %+v: want insecureSkipVerify (controller-runtime's self-signed certificate)", ep.TLSConfig)
+	}
+	// The Secret is the scraper's token, beside the ServiceMonitor (the
+	// operator reads credentials from the ServiceMonitor's namespace).
+	if tok.Type != corev1.SecretTypeServiceAccountToken || tok.Annotations[corev1.ServiceAccountNameKey] != sa.Name || len(tok.Data)+len(tok.StringData) != 0 {
+		t.Errorf("Secret %s: type %s, annotations %v, %d keys: want an empty %s naming ServiceAccount %s", tok.Name, tok.Type, tok.Annotations,
+			len(tok.Data)+len(tok.StringData), corev1.SecretTypeServiceAccountToken, sa.Name)
+	}
+	if tok.Namespace != sm.Namespace || sa.Namespace != sm.Namespace {
+		t.Errorf("Secret in %q, ServiceAccount in %q: want both in the ServiceMonitor's namespace %q", tok.Namespace, sa.Namespace, sm.Namespace)
+	}
+	if got := (rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}); got != scraperAccount {
+		t.Errorf("scraper %v, want %v (the name test/prometheus reads the token of)", got, scraperAccount)
+	}
+	// The binding grants the shipped reader role to the scraper only.
+	if want := []rbacv1.Subject{scraperAccount}; !slices.Equal(crb.Subjects, want) {
+		t.Errorf("ClusterRoleBinding %s subjects %v, want the scraper %v", crb.Name, crb.Subjects, want)
+	}
 	reader := false
 	for _, cr := range ofType[*rbacv1.ClusterRole](install) {
 		reader = reader || cr.Name == crb.RoleRef.Name && slices.ContainsFunc(cr.Rules, func(r rbacv1.PolicyRule) bool {
@@ -128,13 +178,14 @@ func TestPrometheusObjects(t *testing.T) {
 	if !reader {
 		t.Errorf("the binding grants ClusterRole %s, which is not the install's /metrics reader", crb.RoleRef.Name)
 	}
-	// Issue 33: the same Prometheus may discover the targets in modelgate's
-	// namespace (kube-prometheus grants it only its own namespaces).
+	// Issue 33: Prometheus's own account may discover the targets in
+	// modelgate's namespace (kube-prometheus grants it only its own
+	// namespaces).
 	if role.Namespace != svc.Namespace || rb.Namespace != svc.Namespace || rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != role.Name {
 		t.Errorf("discovery Role %s/%s and RoleBinding %s/%s (role %v): want both in %s, bound to each other", role.Namespace, role.Name, rb.Namespace, rb.Name, rb.RoleRef, svc.Namespace)
 	}
-	if !slices.Equal(rb.Subjects, crb.Subjects) {
-		t.Errorf("discovery RoleBinding subjects %v, metrics reader binding's %v: want the same Prometheus", rb.Subjects, crb.Subjects)
+	if want := []rbacv1.Subject{prometheusAccount}; !slices.Equal(rb.Subjects, want) {
+		t.Errorf("discovery RoleBinding subjects %v, want kube-prometheus's Prometheus %v", rb.Subjects, want)
 	}
 	grants := func(group, resource string) bool {
 		return slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
@@ -280,14 +331,86 @@ func checkQuery(t *testing.T, where, q string, exported map[string]bool) {
 	})
 }
 
-// exportedMetrics are the names of the metrics modelgate registers: the
-// Name of every Prometheus Opts literal in its non-test Go code, and
-// controller-runtime's webhook metrics.
+// exportedMetrics are the names of the metrics modelgate registers
+// (registeredMetrics) and controller-runtime's webhook metrics.
 func exportedMetrics(t *testing.T, root string) map[string]bool {
 	t.Helper()
 	out := map[string]bool{}
 	for _, m := range controllerRuntimeWebhookMetrics {
 		out[m] = true
+	}
+	for name := range registeredMetrics(t, root) {
+		out[name] = true
+	}
+	if !out["modelgate_policies_loaded"] || !out["modelgate_mutating_reviews_total"] {
+		t.Fatalf("found only %d metrics in the code: %v", len(out), out)
+	}
+	return out
+}
+
+// metricCode is what registeredMetrics found of one metric: its label
+// names, when the code gives them as a literal where it names the metric.
+type metricCode struct {
+	labels      []string
+	labelsKnown bool
+}
+
+// registeredMetrics are the metrics modelgate's non-test Go code
+// registers, by name: the Name of every prometheus.*Opts literal, with the
+// []string literal that follows it in a call (NewCounterVec(opts,
+// labels)) as its labels, and every prometheus.NewDesc, with its third
+// argument as its labels.
+func registeredMetrics(t *testing.T, root string) map[string]metricCode {
+	t.Helper()
+	out := map[string]metricCode{}
+	str := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return s, err == nil && strings.HasPrefix(s, "modelgate_")
+	}
+	// strs returns the strings of a []string literal, or of nil.
+	strs := func(e ast.Expr) ([]string, bool) {
+		if id, ok := e.(*ast.Ident); ok && id.Name == "nil" {
+			return nil, true
+		}
+		lit, ok := e.(*ast.CompositeLit)
+		if !ok {
+			return nil, false
+		}
+		var out []string
+		for _, el := range lit.Elts {
+			b, ok := el.(*ast.BasicLit)
+			if !ok || b.Kind != token.STRING {
+				return nil, false
+			}
+			s, err := strconv.Unquote(b.Value)
+			if err != nil {
+				return nil, false
+			}
+			out = append(out, s)
+		}
+		return out, true
+	}
+	// optsName returns the Name of a prometheus.*Opts literal.
+	optsName := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.CompositeLit)
+		if !ok {
+			return "", false
+		}
+		if sel, ok := lit.Type.(*ast.SelectorExpr); !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
+			return "", false
+		}
+		for _, el := range lit.Elts {
+			if kv, ok := el.(*ast.KeyValueExpr); ok {
+				if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Name" {
+					return str(kv.Value)
+				}
+			}
+		}
+		return "", false
 	}
 	fset := token.NewFileSet()
 	for _, dir := range []string{"webhook", "internal", "certs", "cmd", "mutators", "policies", "validators", "loader", "audit"} {
@@ -300,27 +423,33 @@ func exportedMetrics(t *testing.T, root string) map[string]bool {
 				return err
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
-				// prometheus.NewDesc("modelgate_...", ...): a collector's.
-				if call, ok := n.(*ast.CallExpr); ok && len(call.Args) > 0 {
-					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewDesc" {
-						if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-							if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, "modelgate_") {
-								out[s] = true
+				switch n := n.(type) {
+				case *ast.CallExpr:
+					// prometheus.NewDesc("modelgate_...", help, labels, ...): a collector's.
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewDesc" && len(n.Args) > 2 {
+						if name, ok := str(n.Args[0]); ok {
+							labels, known := strs(n.Args[2])
+							out[name] = metricCode{labels, known}
+						}
+						return true
+					}
+					// prometheus.NewCounterVec(prometheus.CounterOpts{...}, labels) and the like.
+					if len(n.Args) > 0 {
+						if name, ok := optsName(n.Args[0]); ok {
+							mc := metricCode{labelsKnown: true} // NewGauge, NewGaugeFunc(opts, func): no labels
+							if _, fn := n.Args[len(n.Args)-1].(*ast.FuncLit); len(n.Args) > 1 && !fn {
+								mc.labels, mc.labelsKnown = strs(n.Args[1])
 							}
+							out[name] = mc
+							return false // the Opts literal is done
 						}
 					}
-					return true
-				}
-				kv, ok := n.(*ast.KeyValueExpr)
-				if !ok {
-					return true
-				}
-				if k, ok := kv.Key.(*ast.Ident); !ok || k.Name != "Name" {
-					return true
-				}
-				if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if s, err := strconv.Unquote(lit.Value); err == nil && strings.HasPrefix(s, "modelgate_") {
-						out[s] = true
+				case *ast.CompositeLit:
+					// An Opts literal not passed straight to its constructor.
+					if name, ok := optsName(n); ok {
+						if _, seen := out[name]; !seen {
+							out[name] = metricCode{}
+						}
 					}
 				}
 				return true
@@ -331,8 +460,114 @@ func exportedMetrics(t *testing.T, root string) map[string]bool {
 			t.Fatal(err)
 		}
 	}
-	if !out["modelgate_policies_loaded"] || !out["modelgate_mutating_reviews_total"] {
-		t.Fatalf("found only %d metrics in the code: %v", len(out), out)
-	}
 	return out
+}
+
+// TestPrometheusMetricsDocumented: every metric modelgate registers has a
+// row in the metrics table of docs/operations.md, with its labels.
+func TestPrometheusMetricsDocumented(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs/operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Metrics and alerts\n")
+	if start < 0 {
+		t.Fatal(`docs/operations.md has no section "## Metrics and alerts"`)
+	}
+	doc = doc[start+1:]
+	if end := strings.Index(doc, "\n## "); end >= 0 {
+		doc = doc[:end]
+	}
+	code := regexp.MustCompile("`([^`]+)`")
+	documented := map[string][]string{}
+	for _, line := range strings.Split(doc, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		var labels []string
+		for _, m := range code.FindAllStringSubmatch(cells[2], -1) {
+			labels = append(labels, m[1])
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[1], -1) {
+			documented[m[1]] = labels
+		}
+	}
+	registered := registeredMetrics(t, root)
+	if len(registered) < 20 || !registered["modelgate_aiinference_phase"].labelsKnown {
+		t.Fatalf("found %d metrics in the code: %v", len(registered), registered)
+	}
+	for name, mc := range registered {
+		labels, ok := documented[name]
+		switch {
+		case !ok:
+			t.Errorf("%s is registered but has no row in the metrics table of docs/operations.md", name)
+		case mc.labelsKnown && !slices.Equal(slices.Sorted(slices.Values(labels)), slices.Sorted(slices.Values(mc.labels))):
+			t.Errorf("%s: docs/operations.md lists labels %q, the code %q", name, labels, mc.labels)
+		}
+	}
+}
+
+// TestPrometheusKubePrometheusStack: the overlay for kube-prometheus-stack
+// labels the ServiceMonitor and the PrometheusRule for its Prometheus's
+// selectors, and binds the discovery Role to that Prometheus's service
+// account; the rest is config/prometheus's.
+func TestPrometheusKubePrometheusStack(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Render(filepath.Join(root, prometheusObjects))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := Render(filepath.Join(root, kubePrometheusStack))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stackAccount := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "kube-prometheus-stack-prometheus", Namespace: "monitoring"}
+	byKey := func(objs []*unstructured.Unstructured) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, u := range objs {
+			out[u.GetKind()+"/"+u.GetName()] = u.Object
+		}
+		return out
+	}
+	labelled := 0
+	var undone []*unstructured.Unstructured
+	for _, u := range stack {
+		u = u.DeepCopy()
+		switch u.GetKind() {
+		case "ServiceMonitor", "PrometheusRule":
+			l := u.GetLabels()
+			if l["release"] != "kube-prometheus-stack" {
+				t.Errorf("%s %s labels %v: want release: kube-prometheus-stack", u.GetKind(), u.GetName(), l)
+			}
+			labelled++
+			delete(l, "release")
+			u.SetLabels(l)
+		case "RoleBinding":
+			var rb rbacv1.RoleBinding
+			strict(t, u, &rb)
+			if want := []rbacv1.Subject{stackAccount}; !slices.Equal(rb.Subjects, want) {
+				t.Errorf("RoleBinding %s subjects %v, want kube-prometheus-stack's Prometheus %v", rb.Name, rb.Subjects, want)
+			}
+			subject := map[string]any{"kind": prometheusAccount.Kind, "name": prometheusAccount.Name, "namespace": prometheusAccount.Namespace}
+			if err := unstructured.SetNestedSlice(u.Object, []any{subject}, "subjects"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		undone = append(undone, u)
+	}
+	if labelled != 2 {
+		t.Errorf("%d ServiceMonitors and PrometheusRules, want 1 of each", labelled)
+	}
+	if diff := cmp.Diff(byKey(base), byKey(undone)); diff != "" {
+		t.Errorf("%s, but for the release label and the RoleBinding's subject, differs from %s (-want +got):\n%s", kubePrometheusStack, prometheusObjects, diff)
+	}
 }

@@ -76,9 +76,9 @@ var _ = Describe("metrics", func() {
 		// No token: 401 (Eventually: the manager may still be starting
 		// the metrics server).
 		Eventually(func() int { code, _ := scrape(""); return code }).Should(Equal(http.StatusUnauthorized))
-		// controller-runtime's filter answers a token the API server
-		// rejects outright with 500 ("Authentication failed"): no metrics
-		// either way.
+		// modelgate's filter answers a token the API server rejects
+		// outright with 500 ("Authentication failed"), as
+		// controller-runtime's does: no metrics either way.
 		code, body := scrape("not-a-token")
 		Expect(code).NotTo(Equal(http.StatusOK))
 		Expect(body).NotTo(ContainSubstring("modelgate_"))

@@ -43,6 +43,9 @@ var (
 	// securely, as installs do, checking scrapers' tokens with the
 	// permissions config/rbac grants it.
 	metricsAddr string
+	// metricsClientCAFile is the suite's metrics.clientCAFile: the
+	// cluster's client CA (metrics_clientcert_test.go).
+	metricsClientCAFile string
 	// modelgateCfg authenticates as modelgate's service account, with
 	// config/rbac's permissions only.
 	modelgateCfg *rest.Config
@@ -72,6 +75,8 @@ var _ = BeforeSuite(func() {
 	metricsAddr = fmt.Sprintf("127.0.0.1:%d", freePort())
 	cfg.Metrics.BindAddress = metricsAddr
 	Expect(*cfg.Metrics.Secure).To(BeTrue())
+	metricsClientCAFile = clusterClientCA(context.Background())
+	cfg.Metrics.ClientCAFile = metricsClientCAFile
 	Expect(cfg.Validate()).To(BeEmpty())
 
 	// modelgate runs as its own service account, with config/rbac's

@@ -130,6 +130,18 @@ func TestValidate(t *testing.T) {
 			wantFields: []string{"certificates.self.renewBefore", "certificates.self.caLifetime", "certificates.self.injectionGrace", "certificates.self.checkInterval"},
 		},
 		"metrics disabled": {edit: func(c *config.Configuration) { c.Metrics.BindAddress = "0" }},
+		"metrics client CA over HTTPS": {
+			edit: func(c *config.Configuration) { c.Metrics.ClientCAFile = "/etc/modelgate/metrics-client-ca/ca.crt" },
+		},
+		"metrics client CA over plain HTTP": {
+			edit: func(c *config.Configuration) {
+				c.Metrics.Secure, c.Metrics.ClientCAFile = ptr.To(false), "/etc/modelgate/metrics-client-ca/ca.crt"
+			},
+			wantFields: []string{"metrics.clientCAFile"},
+		},
+		"metrics client CA at a relative path": {
+			edit: func(c *config.Configuration) { c.Metrics.ClientCAFile = "metrics-client-ca/ca.crt" }, wantFields: []string{"metrics.clientCAFile"},
+		},
 		"cache wait at the limit, with an evaluation that still fits": {edit: func(c *config.Configuration) {
 			c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration = 3*time.Second, 1500*time.Millisecond
 		}},
@@ -357,6 +369,34 @@ func TestDefaultLoaderImage(t *testing.T) {
 	// Tests are not a release build: New defaults to the newest release.
 	if got, want := config.New().Injection.Loader.Image, "ghcr.io/modelgate/modelgate:latest"; got != want {
 		t.Errorf("New().Injection.Loader.Image = %q, want %q", got, want)
+	}
+}
+
+// metrics.clientCAFile's errors name the field and the value, and say what
+// is accepted.
+func TestValidateClientCAFileMessage(t *testing.T) {
+	for name, tc := range map[string]struct {
+		secure bool
+		file   string
+		want   string
+	}{
+		"over plain HTTP": {
+			file: "/etc/ca/ca.crt",
+			want: `metrics.clientCAFile: Invalid value: "/etc/ca/ca.crt": must be empty when metrics.secure is false: client certificates are only checked over HTTPS`,
+		},
+		"relative": {
+			secure: true, file: "ca/ca.crt",
+			want: `metrics.clientCAFile: Invalid value: "ca/ca.crt": must be an absolute path`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := config.New()
+			c.Metrics.Secure, c.Metrics.ClientCAFile = ptr.To(tc.secure), tc.file
+			errs := c.Validate()
+			if len(errs) != 1 || errs[0].Error() != tc.want {
+				t.Errorf("Validate() = %v\nwant [%s]", errs, tc.want)
+			}
+		})
 	}
 }
 

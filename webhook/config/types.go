@@ -108,11 +108,19 @@ type MetricsEndpoint struct {
 	// ":8443".
 	BindAddress string `json:"bindAddress,omitempty"`
 	// Secure serves the metrics over HTTPS, only to callers whose bearer
-	// token the API server authenticates (TokenReview) and who may get the
+	// token the API server authenticates (TokenReview), or whose client
+	// certificate ClientCAFile's CA signed, and who may get the
 	// non-resource URL /metrics (SubjectAccessReview): the
 	// modelgate-metrics-reader ClusterRole. false serves plain HTTP to
 	// whoever reaches the port. Defaults to true.
 	Secure *bool `json:"secure,omitempty"`
+	// ClientCAFile is the absolute path of a PEM CA bundle: a caller whose
+	// client certificate it signed is the user of the certificate's common
+	// name, in the groups of its organizations, and gets the metrics if
+	// that user may get /metrics, as a caller with a bearer token does.
+	// The file is read again when it changes. Only with Secure. Empty (the
+	// default) accepts bearer tokens alone.
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
 // Injection tunes which requests the mutating pipeline acts on.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -31,6 +32,7 @@ func (c *Configuration) Validate() field.ErrorList {
 		errs = append(errs, field.NotSupported(w.Child("tlsMinVersion"), c.Webhook.TLSMinVersion, TLSMinVersions))
 	}
 	errs = append(errs, validateBindAddress(field.NewPath("metrics", "bindAddress"), c.Metrics.BindAddress)...)
+	errs = append(errs, validateClientCAFile(&c.Metrics, field.NewPath("metrics", "clientCAFile"))...)
 	errs = append(errs, validateBindAddress(field.NewPath("health", "bindAddress"), c.Health.BindAddress)...)
 	if d := c.ShutdownGracePeriod.Duration; d < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("shutdownGracePeriod"), d.String(), "must not be negative"))
@@ -103,6 +105,22 @@ func validateBudget(c *Configuration) field.ErrorList {
 		"injection.namespaceCacheWait (%s) + policy.evaluationTimeout (%s) + %s for the rest of a review = %s, "+
 			"over the webhooks' timeoutSeconds (%s): the API server would give up on the review first; lower either",
 		wait, eval, reviewOverhead, wait+eval+reviewOverhead, WebhookTimeout))}
+}
+
+// validateClientCAFile checks metrics.clientCAFile: an absolute path, and
+// only where the metrics are served over HTTPS, where a client certificate
+// can be presented.
+func validateClientCAFile(m *MetricsEndpoint, p *field.Path) field.ErrorList {
+	switch {
+	case m.ClientCAFile == "":
+		return nil
+	case m.Secure != nil && !*m.Secure:
+		return field.ErrorList{field.Invalid(p, m.ClientCAFile,
+			"must be empty when metrics.secure is false: client certificates are only checked over HTTPS")}
+	case !filepath.IsAbs(m.ClientCAFile):
+		return field.ErrorList{field.Invalid(p, m.ClientCAFile, "must be an absolute path")}
+	}
+	return nil
 }
 
 func validateBindAddress(p *field.Path, addr string) field.ErrorList {
