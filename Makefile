@@ -31,7 +31,7 @@ CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
-PROMETHEUS ?= $(LOCALBIN)/prometheus-$(PROMETHEUS_VERSION)
+PROMETHEUS_BIN ?= $(LOCALBIN)/prometheus-$(PROMETHEUS_VERSION)
 PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 EASYJSON ?= $(LOCALBIN)/easyjson-$(EASYJSON_VERSION)
 
@@ -195,9 +195,9 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
 .PHONY: test-prometheus
-test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules, then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules, then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/prometheus/... -count=1 -timeout=15m -v -args \
-		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS) -promtool=$(PROMTOOL)
+		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
 
 ## test/makerun runs after test/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
@@ -258,8 +258,12 @@ build: ## Build bin/modelgate.
 NODES ?= config/dev/nodes.yaml
 
 .PHONY: run
-run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES)
+## PROMETHEUS=1 also runs Prometheus (built into bin/ once) with
+## config/prometheus's objects and alerts, scraping modelgate.
+RUN_PROMETHEUS_DEPS := $(if $(filter 1,$(PROMETHEUS)),$(PROMETHEUS_BIN) $(PROMTOOL))
+RUN_PROMETHEUS_FLAG := $(if $(filter 1,$(PROMETHEUS)),--prometheus $(PROMETHEUS_BIN))
+run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl $(RUN_PROMETHEUS_DEPS) ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything); PROMETHEUS=1 adds a Prometheus scraping it with config/prometheus's objects and alerts.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES) $(RUN_PROMETHEUS_FLAG)
 
 .PHONY: devcluster
 devcluster: ## Build bin/devcluster, the program behind `make run`.
@@ -434,9 +438,9 @@ $(HELM):
 ## Both from one go install: they share most of their packages. Of the
 ## service discoveries, only Kubernetes' is compiled in (Prometheus's
 ## plugin build tags): the others' cloud SDKs double the build time.
-$(PROMETHEUS) $(PROMTOOL) &:
+$(PROMETHEUS_BIN) $(PROMTOOL) &:
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION) github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
-	mv $(LOCALBIN)/.tmp/prometheus $(PROMETHEUS)
+	mv $(LOCALBIN)/.tmp/prometheus $(PROMETHEUS_BIN)
 	mv $(LOCALBIN)/.tmp/promtool $(PROMTOOL)
 
 .PHONY: clean

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/test/prometheus"
 	"github.com/modelgate/modelgate/webhook/config"
 )
 
@@ -37,13 +38,14 @@ func main() {
 	nodes := flag.String("nodes", "", "the fake nodes to register (default config/dev/nodes.yaml)")
 	dir := flag.String("dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
 	realNode := flag.String("real-node", "auto", "the real node (kubelet + containerd): auto (when root and the machine allows it), on (fail without it) or off")
+	prom := flag.String("prometheus", "", "a prometheus binary to run beside the cluster, scraping modelgate with config/prometheus's objects (make run PROMETHEUS=1); empty: none")
 	flag.Parse()
 	mode, err := realNodeMode(*realNode)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(2)
 	}
-	if err := run(*binary, *user, *nodes, *dir, mode); err != nil {
+	if err := run(*binary, *user, *nodes, *dir, *prom, mode); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
@@ -76,7 +78,7 @@ func realNodeMode(s string) (cluster.RealNodeMode, error) {
 	return 0, fmt.Errorf("--real-node=%q: must be auto, on or off", s)
 }
 
-func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
+func run(binary, user, nodes, devDir, promBinary string, mode cluster.RealNodeMode) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -141,6 +143,13 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	if err := bindMetricsReader(ctx, admin); err != nil {
 		return err
 	}
+	var prom *prometheus.Server
+	if promBinary != "" {
+		if prom, err = startPrometheus(ctx, promBinary, root, devDir, c, admin, metricsAddr); err != nil {
+			return fmt.Errorf("starting prometheus: %w", err)
+		}
+		defer func() { _ = prom.Stop() }()
+	}
 	if c.RealNode != nil {
 		if err := cluster.WaitServingPlacement(ctx, admin, "default"); err != nil {
 			return err
@@ -152,6 +161,9 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 	}
 	k := printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
 	printMetrics(k, metricsAddr)
+	if prom != nil {
+		printPrometheus(prom)
+	}
 	printRealNode(c, k)
 
 	placements := make(chan error, 1)
@@ -162,12 +174,22 @@ func run(binary, user, nodes, devDir string, mode cluster.RealNodeMode) error {
 		fmt.Println("\ninterrupted")
 	case err := <-c.Failed():
 		return err
+	case <-promExited(prom):
+		return fmt.Errorf("prometheus exited; see %s", prom.Log)
 	case err := <-placements:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("watching pods: %w", err)
 		}
 	}
 	return nil
+}
+
+// promExited is closed when prom exits; never, without one.
+func promExited(prom *prometheus.Server) <-chan struct{} {
+	if prom == nil {
+		return nil
+	}
+	return prom.Exited()
 }
 
 // configureLoader points the loaders at the samples' model source, once

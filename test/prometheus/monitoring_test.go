@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +20,6 @@ import (
 	"github.com/go-logr/logr"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,14 +52,8 @@ const (
 	namespace = "modelgate-system"
 	// interval is how often Prometheus scrapes and evaluates the rules.
 	interval = "2s"
-	// prometheusSA is kube-prometheus's Prometheus service account, the
-	// subject config/prometheus's discovery RoleBinding names.
-	prometheusNS, prometheusSA = "monitoring", "prometheus-k8s"
 	// team is the namespace the workloads are written in.
 	team = "team-a"
-	// testNet is TEST-NET-1: the Endpoints publish the replicas there and
-	// the scrape configuration turns it back into loopback.
-	testNet = "192.0.2."
 )
 
 // TestMonitoring installs config/prometheus's objects in the simulated
@@ -143,7 +135,7 @@ func TestMonitoring(t *testing.T) {
 	}
 
 	installMonitoring(ctx, t, objs, admin, k8s, c, second)
-	prom := startPrometheus(ctx, t, objs.ServiceMonitor, dir, admin, k8s, c, rules)
+	prom := startPrometheus(ctx, t, objs, dir, admin, c, rules)
 	waitTargets(ctx, t, prom, 3)
 
 	// Everything but the broken policy file and the failed audit passes:
@@ -215,19 +207,18 @@ func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 }
 
 // installMonitoring does what installing kube-prometheus and then
-// config/prometheus does, but for the Operator's own work: Prometheus's
-// service account with kube-prometheus's ClusterRole, and every object of
-// config/prometheus that is not the Operator's (the ServiceMonitor,
-// PrometheusRule and dashboard are read from their files). It proves that
-// the Prometheus service account lists modelgate's endpoints only thanks
-// to the discovery Role.
+// config/prometheus does, but for the Operator's own work, and proves
+// that the Prometheus account lists modelgate's endpoints only thanks to
+// the discovery Role.
 func installMonitoring(ctx context.Context, t *testing.T, objs *prometheus.Objects, admin client.Client, k8s kubernetes.Interface, c *cluster.Cluster, second *cluster.Replica) {
 	t.Helper()
-	apply(ctx, t, admin, kubePrometheusYAML)
+	if err := prometheus.InstallKubePrometheus(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
 	canList := func() bool {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               "system:serviceaccount:" + prometheusNS + ":" + prometheusSA,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + prometheusNS, "system:authenticated"},
+			User:               "system:serviceaccount:" + prometheus.KubePrometheusNamespace + ":" + prometheus.KubePrometheusServiceAccount,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + prometheus.KubePrometheusNamespace, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "list", Resource: "endpoints"},
 		}}
 		got, err := k8s.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
@@ -237,43 +228,13 @@ func installMonitoring(ctx context.Context, t *testing.T, objs *prometheus.Objec
 		return got.Status.Allowed
 	}
 	if canList() {
-		t.Fatalf("%s/%s may list endpoints in %s before config/prometheus is applied: the test proves nothing about its discovery Role", prometheusNS, prometheusSA, namespace)
+		t.Fatalf("Prometheus's account may list endpoints in %s before config/prometheus is applied: the test proves nothing about its discovery Role", namespace)
 	}
-	installed := 0
-	for _, u := range objs.Others {
-		if u.GetKind() == "Service" {
-			// modelgate is a process here, not a Pod: the Service selects
-			// nothing and the test writes its Endpoints.
-			unstructured.RemoveNestedField(u.Object, "spec", "selector")
-		}
-		if err := admin.Create(ctx, u); err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-		installed++
-	}
-	if installed == 0 {
-		t.Fatal("config/prometheus has nothing to install")
+	if err := prometheus.InstallObjects(ctx, admin, objs, []string{metricsAddr(t, c.Configuration), second.MetricsAddr}); err != nil {
+		t.Fatal(err)
 	}
 	if !canList() {
-		t.Fatalf("%s/%s may not list endpoints in %s with config/prometheus applied", prometheusNS, prometheusSA, namespace)
-	}
-	// The replicas' metrics ports, as the endpoints controller would
-	// publish two Pods'.
-	var subsets []corev1.EndpointSubset
-	for i, addr := range []string{metricsAddr(t, c.Configuration), second.MetricsAddr} {
-		_, port, _ := strings.Cut(addr, ":")
-		p, err := strconv.Atoi(port)
-		if err != nil {
-			t.Fatalf("metrics address %q: %v", addr, err)
-		}
-		subsets = append(subsets, corev1.EndpointSubset{
-			Addresses: []corev1.EndpointAddress{{IP: testNet + strconv.Itoa(i+10)}},
-			Ports:     []corev1.EndpointPort{{Name: "metrics", Port: int32(p), Protocol: corev1.ProtocolTCP}}, //nolint:gosec // a port number
-		})
-	}
-	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: "modelgate-metrics", Namespace: namespace}, Subsets: subsets} //nolint:staticcheck // what kube-prometheus's Prometheus discovers by default
-	if err := admin.Create(ctx, ep); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Prometheus's account may not list endpoints in %s with config/prometheus applied", namespace)
 	}
 }
 
@@ -287,48 +248,13 @@ func metricsAddr(t *testing.T, path string) string {
 	return cfg.Metrics.BindAddress
 }
 
-// startPrometheus writes Prometheus's configuration, the Operator's
-// translation of config/prometheus's ServiceMonitor with the scraper
-// Secret's token, plus the API server's metrics, and starts it.
-func startPrometheus(ctx context.Context, t *testing.T, sm *monitoringv1.ServiceMonitor, dir string, admin client.Client, k8s kubernetes.Interface, c *cluster.Cluster, rules string) *prometheus.Server {
+// startPrometheus starts Prometheus with the Operator's translation of
+// config/prometheus's ServiceMonitor, the API server's metrics and the
+// rules.
+func startPrometheus(ctx context.Context, t *testing.T, objs *prometheus.Objects, dir string, admin client.Client, c *cluster.Cluster, rules string) *prometheus.Server {
 	t.Helper()
-	tr, err := k8s.CoreV1().ServiceAccounts(prometheusNS).CreateToken(ctx, prometheusSA,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	cfg, err := prometheus.Configure(ctx, admin, c.Admin, objs, dir, interval, []string{rules})
 	if err != nil {
-		t.Fatal(err)
-	}
-	api := prometheus.APIServer{URL: c.Admin.Host, CAFile: filepath.Join(dir, "ca.crt"), TokenFile: filepath.Join(dir, "prometheus.token")}
-	writeFile(t, api.CAFile, c.Admin.CAData)
-	writeFile(t, api.TokenFile, []byte(tr.Status.Token))
-
-	// The token controller fills the scraper's Secret; the Operator
-	// reads it from the ServiceMonitor's namespace.
-	secret := func(sel corev1.SecretKeySelector) (string, error) {
-		var v string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			s := &corev1.Secret{}
-			if err := admin.Get(ctx, client.ObjectKey{Namespace: sm.Namespace, Name: sel.Name}, s); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			v = string(s.Data[sel.Key])
-			return v != "", nil
-		})
-		if err != nil {
-			return "", fmt.Errorf("secret %s/%s has no %s: %w", sm.Namespace, sel.Name, sel.Key, err)
-		}
-		return v, nil
-	}
-	jobs, err := prometheus.ServiceMonitorJobs(sm, api, secret, prometheus.JobOptions{ScrapeInterval: interval, Loopback: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := url.Parse(c.Admin.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jobs = append(jobs, prometheus.StaticJob("apiserver", api, interval, host.Host))
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := prometheus.WriteConfig(cfg, interval, []string{rules}, jobs); err != nil {
 		t.Fatal(err)
 	}
 	promDir := filepath.Join(dir, "prometheus")
@@ -772,45 +698,6 @@ spec:
   replicas: 1
 `
 }
-
-// kubePrometheusYAML is what kube-prometheus gives its Prometheus: a
-// service account and a ClusterRole to read nodes' and API servers'
-// metrics, and to discover only in its own namespaces (none here).
-const kubePrometheusYAML = `apiVersion: v1
-kind: Namespace
-metadata:
-  name: ` + prometheusNS + `
----
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: ` + prometheusSA + `
-  namespace: ` + prometheusNS + `
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: prometheus-k8s
-rules:
-- apiGroups: [""]
-  resources: [nodes/metrics]
-  verbs: [get]
-- nonResourceURLs: [/metrics, /metrics/slis]
-  verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: prometheus-k8s
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: prometheus-k8s
-subjects:
-- kind: ServiceAccount
-  name: ` + prometheusSA + `
-  namespace: ` + prometheusNS + `
-`
 
 // vapYAML refuses modelgate's writes of audit reports, as another
 // admission controller of the cluster might.
