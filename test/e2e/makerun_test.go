@@ -1,11 +1,14 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -23,6 +26,9 @@ import (
 
 var devclusterBinary = flag.String("devcluster", "", "the program behind `make run` (default: <repo>/bin/devcluster, built by `make devcluster`)")
 
+// prometheusBinary is what make run PROMETHEUS=1 runs beside the cluster.
+var prometheusBinary = flag.String("prometheus", "", "the prometheus binary make run PROMETHEUS=1 runs (bin/prometheus-<version>, built by make test-e2e)")
+
 var _ = Describe("make run (bin/devcluster)", func() {
 	It("prints the nodes, then where the sample's Pods land, and leaves no process behind on Ctrl-C", func(ctx SpecContext) {
 		root, err := env.RepoRoot()
@@ -33,7 +39,9 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		}
 		dir := GinkgoT().TempDir()
 		out := gbytes.NewBuffer()
-		cmd := exec.Command(binary, "--modelgate", filepath.Join(root, "bin", "modelgate"), "--dir", dir, "--user", "newcomer")
+		Expect(*prometheusBinary).NotTo(BeEmpty(), "-prometheus is required (make test-e2e gives it)")
+		cmd := exec.Command(binary, "--modelgate", filepath.Join(root, "bin", "modelgate"), "--dir", dir, "--user", "newcomer",
+			"--prometheus", *prometheusBinary)
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = out, out
 		Expect(cmd.Start()).To(Succeed(), "run `make devcluster`")
@@ -57,7 +65,32 @@ var _ = Describe("make run (bin/devcluster)", func() {
 			names = append(names, n)
 		}
 		// /proc's comm is cut to 15 characters.
-		Expect(names).To(ContainElements("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "modelgate"))
+		Expect(names).To(ContainElements("etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "modelgate",
+			filepath.Base(*prometheusBinary)[:min(15, len(filepath.Base(*prometheusBinary)))]))
+
+		By("PROMETHEUS=1: Prometheus scrapes modelgate with config/prometheus's scraper token")
+		api := regexp.MustCompile(`curl -s (http://127\.0\.0\.1:\d+)/api/v1/alerts`).FindStringSubmatch(string(out.Contents()))
+		Expect(api).To(HaveLen(2), "make run prints Prometheus's API")
+		Eventually(func(g Gomega) {
+			resp, err := http.Get(api[1] + "/api/v1/targets?state=active") //nolint:noctx // a loopback test endpoint
+			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			var targets struct {
+				Data struct {
+					ActiveTargets []struct {
+						Labels    map[string]string `json:"labels"`
+						Health    string            `json:"health"`
+						LastError string            `json:"lastError"`
+					} `json:"activeTargets"`
+				} `json:"data"`
+			}
+			g.Expect(json.NewDecoder(resp.Body).Decode(&targets)).To(Succeed())
+			up := map[string]string{}
+			for _, t := range targets.Data.ActiveTargets {
+				up[t.Labels["job"]] = t.Health + " " + t.LastError
+			}
+			g.Expect(up).To(HaveKeyWithValue("modelgate-metrics", "up "))
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		By("the sample Deployment lands on an H100 node, and make run says so")
 		kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"io"
 	"math/big"
 	"net/http"
 	"os"
@@ -116,26 +115,7 @@ var _ = Describe("metrics scraped with a client certificate", func() {
 		// scrape presents the certificate (nil: none) and the bearer token
 		// ("": none), on a connection of its own.
 		scrape := func(cert *tls.Certificate, bearer string) (int, string) {
-			GinkgoHelper()
-			// controller-runtime's self-signed serving certificate: trust
-			// is not the point here.
-			tc := &tls.Config{InsecureSkipVerify: true}
-			if cert != nil {
-				tc.Certificates = []tls.Certificate{*cert}
-			}
-			httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: 10 * time.Second}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+metricsAddr+"/metrics", nil)
-			Expect(err).NotTo(HaveOccurred())
-			if bearer != "" {
-				req.Header.Set("Authorization", "Bearer "+bearer)
-			}
-			resp, err := httpc.Do(req)
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(body)
+			return getMetrics(ctx, "https://"+metricsAddr+"/metrics", cert, bearer)
 		}
 		status := func(cert *tls.Certificate, bearer string) func() int {
 			return func() int { code, _ := scrape(cert, bearer); return code }

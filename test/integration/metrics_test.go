@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -55,22 +56,7 @@ var _ = Describe("metrics", func() {
 		Expect(admin.Create(ctx, binding)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(admin.Delete(context.Background(), binding))).To(Succeed()) })
 
-		// controller-runtime's self-signed certificate: trust is not the point here.
-		httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a test probe.
-		get := func(url, bearer string) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			Expect(err).NotTo(HaveOccurred())
-			if bearer != "" {
-				req.Header.Set("Authorization", "Bearer "+bearer)
-			}
-			resp, err := httpc.Do(req)
-			if err != nil {
-				return 0, err.Error()
-			}
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(resp.Body)
-			return resp.StatusCode, string(body)
-		}
+		get := func(url, bearer string) (int, string) { return getMetrics(ctx, url, nil, bearer) }
 		scrape := func(bearer string) (int, string) { return get("https://"+metricsAddr+"/metrics", bearer) }
 
 		// No token: 401 (Eventually: the manager may still be starting
@@ -101,3 +87,29 @@ var _ = Describe("metrics", func() {
 		Expect(strings.Contains(body, "modelgate_")).To(BeFalse())
 	})
 })
+
+// getMetrics gets url presenting the client certificate cert (nil: none)
+// and the bearer token ("": none), on a connection of its own, and
+// returns the status (0 when the request fails) and the body (or the
+// error). The server's certificate is controller-runtime's self-signed
+// one: trust is not the point here.
+func getMetrics(ctx context.Context, url string, cert *tls.Certificate, bearer string) (int, string) {
+	GinkgoHelper()
+	tc := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a test probe.
+	if cert != nil {
+		tc.Certificates = []tls.Certificate{*cert}
+	}
+	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	Expect(err).NotTo(HaveOccurred())
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
