@@ -198,7 +198,7 @@ func (c *Cluster) StartReplica(ctx context.Context, name string, edit func(*conf
 	}
 	path := filepath.Join(filepath.Dir(c.Configuration), "configuration-"+name+".yaml")
 	cfg, err := editConfiguration(c.Configuration, path, func(cfg *config.Configuration) {
-		cfg.Webhook.Port = int32(webhookPort)
+		cfg.Webhook.Port = int32(webhookPort) //nolint:gosec // parsed as 32 bits
 		cfg.Health.BindAddress = health
 		if cfg.Metrics.BindAddress != "0" {
 			cfg.Metrics.BindAddress = metrics

@@ -315,7 +315,7 @@ func describeTargets(ts []prometheus.Target) string {
 // to count every rule of pr.
 func checkRules(t *testing.T, path string, pr *monitoringv1.PrometheusRule) {
 	t.Helper()
-	out, err := exec.Command(*promtoolBinary, "check", "rules", path).CombinedOutput() //nolint:gosec // the binary the Makefile built
+	out, err := exec.Command(*promtoolBinary, "check", "rules", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
@@ -635,7 +635,7 @@ func reviewAbsentNamespace(ctx context.Context, t *testing.T, c *cluster.Cluster
 	req.Header.Set("Content-Type", "application/json")
 	// The API server trusts the injected CA; this client only needs an
 	// answer.
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback, test only
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
@@ -42,7 +42,7 @@ func metricNames(expr string) ([]string, error) {
 	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
 		if vs, ok := n.(*parser.VectorSelector); ok {
 			for _, m := range vs.LabelMatchers {
-				if m.Name == labels.MetricName {
+				if m.Name == model.MetricNameLabel {
 					names = append(names, m.Value)
 				}
 			}
