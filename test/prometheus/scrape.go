@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,8 @@ func ServiceMonitorJobs(sm *monitoringv1.ServiceMonitor, api APIServer, secret S
 			}},
 		}
 		if ep.Scheme != nil {
-			job["scheme"] = string(*ep.Scheme)
+			// The Operator takes either case; Prometheus, lower case.
+			job["scheme"] = strings.ToLower(string(*ep.Scheme))
 		}
 		if ep.Interval != "" {
 			job["scrape_interval"] = string(ep.Interval)
