@@ -195,7 +195,7 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
 
 .PHONY: test-prometheus
-test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules, then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/prometheus/... -count=1 -timeout=15m -v -args \
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
 
