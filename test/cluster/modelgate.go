@@ -126,10 +126,14 @@ func (m modelgateStart) start(ctx context.Context) (*process, error) {
 // starts it again on the same addresses, waiting until it is ready: a
 // benchmark compares two settings in one cluster.
 func (c *Cluster) RestartModelgate(ctx context.Context, edit func(*config.Configuration)) error {
+	// The edit is checked before modelgate goes down.
+	if _, err := editConfiguration(c.Configuration, c.Configuration, edit); err != nil {
+		return err
+	}
 	if err := c.StopModelgate(); err != nil {
 		return err
 	}
-	return c.StartModelgate(ctx, edit)
+	return c.StartModelgate(ctx, nil)
 }
 
 // StopModelgate stops modelgate; the stop is not reported on Failed.
