@@ -63,32 +63,49 @@ func NewServing(ca *KeyPair, dnsNames []string, ips []net.IP, now time.Time, lif
 	if len(dnsNames) == 0 && len(ips) == 0 {
 		return nil, errors.New("a serving certificate needs at least one DNS name or IP address")
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generating the serving key: %w", err)
-	}
-	serial, err := serialNumber()
-	if err != nil {
-		return nil, err
-	}
-	notAfter := now.Add(lifetime)
-	if notAfter.After(ca.Cert.NotAfter) {
-		notAfter = ca.Cert.NotAfter
-	}
 	cn := ""
 	if len(dnsNames) > 0 {
 		cn = dnsNames[0]
 	}
-	tpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"modelgate"}},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-		NotBefore:    now.Add(-clockSkew),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	return issue(ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: []string{"modelgate"}},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, now, lifetime)
+}
+
+// NewClient creates a client certificate for user in groups (the
+// subject's common name and organizations, as Kubernetes reads them),
+// signed by ca, valid from now for lifetime but never beyond the CA's own
+// expiry.
+func NewClient(ca *KeyPair, user string, groups []string, now time.Time, lifetime time.Duration) (*KeyPair, error) {
+	if user == "" {
+		return nil, errors.New("a client certificate needs a user name")
 	}
+	return issue(ca, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: user, Organization: groups},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now, lifetime)
+}
+
+// issue gives tpl a new key, a serial number, a digital-signature key
+// usage and a validity from now (backdated by clockSkew) for lifetime,
+// but never beyond ca's, and signs it with ca.
+func issue(ca *KeyPair, tpl *x509.Certificate, now time.Time, lifetime time.Duration) (*KeyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating the key: %w", err)
+	}
+	if tpl.SerialNumber, err = serialNumber(); err != nil {
+		return nil, err
+	}
+	tpl.NotBefore = now.Add(-clockSkew)
+	tpl.NotAfter = now.Add(lifetime)
+	if tpl.NotAfter.After(ca.Cert.NotAfter) {
+		tpl.NotAfter = ca.Cert.NotAfter
+	}
+	tpl.KeyUsage = x509.KeyUsageDigitalSignature
 	return sign(tpl, ca.Cert, key, ca.Key)
 }
 

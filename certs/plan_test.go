@@ -66,6 +66,43 @@ func TestNewCertificates(t *testing.T) {
 	}
 }
 
+func TestNewClient(t *testing.T) {
+	ca, err := NewCA("modelgate-ca", t0, opts.CALifetime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := NewClient(ca, "scraper", []string{"team-a", "team-b"}, t0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cl.Cert
+	if c.IsCA || !slices.Equal(c.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) || c.KeyUsage != x509.KeyUsageDigitalSignature {
+		t.Errorf("client usages: isCA %t ext %v usage %v", c.IsCA, c.ExtKeyUsage, c.KeyUsage)
+	}
+	if c.Subject.CommonName != "scraper" || !slices.Equal(c.Subject.Organization, []string{"team-a", "team-b"}) {
+		t.Errorf("subject %v: want CN scraper, O team-a and team-b (the user and groups Kubernetes reads)", c.Subject)
+	}
+	if !c.NotAfter.Equal(t0.Add(time.Hour)) || !c.NotBefore.Equal(t0.Add(-clockSkew)) {
+		t.Errorf("client validity %s to %s", c.NotBefore, c.NotAfter)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: pool(ca.Cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
+		t.Errorf("client does not verify against its CA: %v", err)
+	}
+	if _, err := ParseKeyPair(cl.CertPEM, cl.KeyPEM); err != nil {
+		t.Errorf("PEM: %v", err)
+	}
+	late, err := NewClient(ca, "scraper", nil, ca.Cert.NotAfter.Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !late.Cert.NotAfter.Equal(ca.Cert.NotAfter) {
+		t.Errorf("a client certificate outlives its CA: %s > %s", late.Cert.NotAfter, ca.Cert.NotAfter)
+	}
+	if _, err := NewClient(ca, "", nil, t0, time.Hour); err == nil {
+		t.Error("a client certificate without a user was issued")
+	}
+}
+
 func TestStateRoundTrip(t *testing.T) {
 	s := mustApply(t, &State{}, StepNewCA, t0, opts)
 	s = mustApply(t, s, StepNewServing, t0, opts)

@@ -2,14 +2,9 @@ package webhook
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -26,31 +21,15 @@ import (
 	"github.com/modelgate/modelgate/certs"
 )
 
-// clientCertificate is a client certificate ca signed for cn, valid from
-// notBefore for an hour.
-func clientCertificate(t *testing.T, ca *certs.KeyPair, cn string, notBefore time.Time) *x509.Certificate {
+// clientCertificate is a client certificate ca signed for cn, in the
+// group scrapers, issued at issued for an hour.
+func clientCertificate(t *testing.T, ca *certs.KeyPair, cn string, issued time.Time) *x509.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := certs.NewClient(ca, cn, []string{"scrapers"}, issued, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn, Organization: []string{"scrapers"}},
-		NotBefore:    notBefore,
-		NotAfter:     notBefore.Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, ca.Cert, &key.PublicKey, ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return kp.Cert
 }
 
 // TestGuardMetrics: the answers of the metrics filter, with the

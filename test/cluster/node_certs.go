@@ -1,14 +1,7 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,7 +45,7 @@ func writeNodePKI(dir, nodeName string) (*nodePKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientCert, clientKey, err := newClientCert(ca, kubeletClientUser, []string{"system:masters"}, now)
+	client, err := certs.NewClient(ca, kubeletClientUser, []string{"system:masters"}, now, certLifetime)
 	if err != nil {
 		return nil, err
 	}
@@ -65,43 +58,13 @@ func writeNodePKI(dir, nodeName string) (*nodePKI, error) {
 	}
 	for path, b := range map[string][]byte{
 		p.caFile: ca.CertPEM, p.kubeletCert: serving.CertPEM, p.kubeletKey: serving.KeyPEM,
-		p.apiserverCert: clientCert, p.apiserverK: clientKey,
+		p.apiserverCert: client.CertPEM, p.apiserverK: client.KeyPEM,
 	} {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			return nil, fmt.Errorf("writing %s: %w", path, err)
 		}
 	}
 	return p, nil
-}
-
-// newClientCert issues a client certificate for user in groups (the
-// subject's organizations), as Kubernetes reads them.
-func newClientCert(ca *certs.KeyPair, user string, groups []string, now time.Time) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating a client key: %w", err)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating a serial number: %w", err)
-	}
-	tpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: user, Organization: groups},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(certLifetime),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, ca.Cert, &key.PublicKey, ca.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("signing the client certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding the client key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // configureAPIServerForNode makes kube-apiserver reach the kubelet as a

@@ -2,13 +2,7 @@ package integration_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,21 +52,11 @@ func clusterCertificate(name string, groups ...string) tls.Certificate {
 // signedCertificate is a client certificate ca signed for the user name.
 func signedCertificate(ca *certs.KeyPair, name string) tls.Certificate {
 	GinkgoHelper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := certs.NewClient(ca, name, nil, time.Now(), time.Hour)
 	Expect(err).NotTo(HaveOccurred())
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 	Expect(err).NotTo(HaveOccurred())
-	tpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, ca.Cert, &key.PublicKey, ca.Key)
-	Expect(err).NotTo(HaveOccurred())
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return cert
 }
 
 // The suite's modelgate takes, besides bearer tokens, client certificates
