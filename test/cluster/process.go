@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -123,4 +124,31 @@ func stopAll(ps []*process) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// Process is a program run beside the cluster (Prometheus), managed as
+// the cluster's own components are: in its own process group, killed by
+// the kernel if its parent dies, its output in a log file.
+type Process struct{ p *process }
+
+// StartProcess starts binary with args, its output written to log.
+func StartProcess(name, binary string, args []string, log string) (*Process, error) {
+	p, err := startProcess(name, binary, args, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.p.Exited() }
+
+// Stop sends SIGTERM and kills the process group if it has not exited
+// within stopTimeout.
+func (p *Process) Stop() error { return p.p.stop() }
+
+// WaitHTTPOK polls url until it answers 200; an error, with the log's last
+// lines, when the process exits first or timeout passes.
+func (p *Process) WaitHTTPOK(ctx context.Context, url string, timeout time.Duration) error {
+	return waitHTTPOK(ctx, url, p.p, timeout)
 }

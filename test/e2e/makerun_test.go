@@ -1,10 +1,8 @@
 package e2e_test
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/test/prometheus"
 )
 
 var devclusterBinary = flag.String("devcluster", "", "the program behind `make run` (default: <repo>/bin/devcluster, built by `make devcluster`)")
@@ -72,21 +71,10 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		api := regexp.MustCompile(`curl -s (http://127\.0\.0\.1:\d+)/api/v1/alerts`).FindStringSubmatch(string(out.Contents()))
 		Expect(api).To(HaveLen(2), "make run prints Prometheus's API")
 		Eventually(func(g Gomega) {
-			resp, err := http.Get(api[1] + "/api/v1/targets?state=active") //nolint:noctx // a loopback test endpoint
+			targets, err := prometheus.API{URL: api[1]}.ActiveTargets(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			defer resp.Body.Close()
-			var targets struct {
-				Data struct {
-					ActiveTargets []struct {
-						Labels    map[string]string `json:"labels"`
-						Health    string            `json:"health"`
-						LastError string            `json:"lastError"`
-					} `json:"activeTargets"`
-				} `json:"data"`
-			}
-			g.Expect(json.NewDecoder(resp.Body).Decode(&targets)).To(Succeed())
 			up := map[string]string{}
-			for _, t := range targets.Data.ActiveTargets {
+			for _, t := range targets {
 				up[t.Labels["job"]] = t.Health + " " + t.LastError
 			}
 			g.Expect(up).To(HaveKeyWithValue("modelgate-metrics", "up "))

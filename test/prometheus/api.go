@@ -9,8 +9,14 @@ import (
 	"net/url"
 )
 
+// API is a Prometheus's HTTP API.
+type API struct {
+	// URL is its base, on loopback.
+	URL string
+}
+
 // apiGet reads a Prometheus API endpoint's data into out.
-func (s *Server) apiGet(ctx context.Context, path string, q url.Values, out any) error {
+func (s API) apiGet(ctx context.Context, path string, q url.Values, out any) error {
 	u := s.URL + path
 	if q != nil {
 		u += "?" + q.Encode()
@@ -50,7 +56,7 @@ type Series struct {
 }
 
 // Query evaluates expr now.
-func (s *Server) Query(ctx context.Context, expr string) ([]Series, error) {
+func (s API) Query(ctx context.Context, expr string) ([]Series, error) {
 	var d struct {
 		ResultType string   `json:"resultType"`
 		Result     []Series `json:"result"`
@@ -75,7 +81,7 @@ type Rule struct {
 }
 
 // AlertRules are the loaded alerting rules by name.
-func (s *Server) AlertRules(ctx context.Context) (map[string]Rule, error) {
+func (s API) AlertRules(ctx context.Context) (map[string]Rule, error) {
 	var d struct {
 		Groups []struct {
 			Rules []Rule `json:"rules"`
@@ -102,7 +108,7 @@ type Target struct {
 }
 
 // ActiveTargets are the targets Prometheus scrapes.
-func (s *Server) ActiveTargets(ctx context.Context) ([]Target, error) {
+func (s API) ActiveTargets(ctx context.Context) ([]Target, error) {
 	var d struct {
 		Active []Target `json:"activeTargets"`
 	}
@@ -121,7 +127,7 @@ type ActiveAlert struct {
 }
 
 // ActiveAlerts are the pending and firing alerts.
-func (s *Server) ActiveAlerts(ctx context.Context) ([]ActiveAlert, error) {
+func (s API) ActiveAlerts(ctx context.Context) ([]ActiveAlert, error) {
 	var d struct {
 		Alerts []ActiveAlert `json:"alerts"`
 	}
