@@ -150,10 +150,17 @@ func run(binary, user, nodes, devDir, promBinary string, mode cluster.RealNodeMo
 		}
 		defer func() { _ = prom.Stop() }()
 	}
+	// What was just set up acts before make run says it is ready.
 	if c.RealNode != nil {
 		if err := cluster.WaitServingPlacement(ctx, admin, "default"); err != nil {
 			return err
 		}
+	}
+	if err := waitNamespaceTeam(ctx, admin, "default", sampleTeam); err != nil {
+		return err
+	}
+	if err := waitMetricsReader(ctx, admin); err != nil {
+		return err
 	}
 	nodeList := &corev1.NodeList{}
 	if err := admin.List(ctx, nodeList); err != nil {
@@ -206,12 +213,16 @@ const sampleTeam = "ml-platform"
 // labelDefaultNamespace gives "default" its team and, with the real
 // node, the label that makes its serving Pods prefer the real node (with
 // host networking): the samples' loaders and engines run there in real
-// containers when it fits them, and on kwok's nodes otherwise.
+// containers when it fits them, and on kwok's nodes otherwise. It
+// merge-patches the labels alone (no conflict with another writer of the
+// namespace); the API server's admission and modelgate's webhook see them a
+// moment later, which the caller waits for.
 func labelDefaultNamespace(ctx context.Context, c client.Client, realNode bool) error {
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "default"}, ns); err != nil {
 		return fmt.Errorf("reading namespace default: %w", err)
 	}
+	orig := ns.DeepCopy()
 	if ns.Labels == nil {
 		ns.Labels = map[string]string{}
 	}
@@ -219,7 +230,7 @@ func labelDefaultNamespace(ctx context.Context, c client.Client, realNode bool) 
 	if realNode {
 		ns.Labels[cluster.RealNodeNamespaceLabel] = cluster.RealNodeServingValue
 	}
-	if err := c.Update(ctx, ns); err != nil {
+	if err := c.Patch(ctx, ns, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("labelling namespace default: %w", err)
 	}
 	return nil

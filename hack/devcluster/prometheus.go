@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,8 +22,8 @@ const prometheusInterval = "5s"
 // Operator's) and kube-prometheus's Prometheus account in the cluster,
 // and starts binary (make run PROMETHEUS=1) with the scrape configuration
 // the Operator would generate from the ServiceMonitor and the
-// PrometheusRule's alerts, its data in dir/prometheus. The caller stops
-// it.
+// PrometheusRule's alerts, its data in dir/prometheus, and waits until it
+// has scraped its targets. The caller stops it.
 func startPrometheus(ctx context.Context, binary, root, dir string, c *cluster.Cluster, admin client.Client, metricsAddr string) (*prometheus.Server, error) {
 	rendered, err := env.Render(filepath.Join(root, "config", "prometheus"))
 	if err != nil {
@@ -57,7 +58,14 @@ func startPrometheus(ctx context.Context, binary, root, dir string, c *cluster.C
 	if err != nil {
 		return nil, err
 	}
-	return prometheus.Start(ctx, binary, cfg, promDir)
+	s, err := prometheus.Start(ctx, binary, cfg, promDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitPrometheusTargets(ctx, s); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
 }
 
 // printPrometheus prints where make run's Prometheus answers: its HTTP

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // API is a Prometheus's HTTP API.
@@ -116,6 +119,31 @@ func (s API) ActiveTargets(ctx context.Context) ([]Target, error) {
 		return nil, err
 	}
 	return d.Active, nil
+}
+
+// WaitTargetsUp waits until Prometheus scrapes n targets, each of them
+// successfully at its last scrape, and returns them. On timeout it
+// returns the targets it saw last with the error.
+func (s API) WaitTargetsUp(ctx context.Context, n int, timeout time.Duration) ([]Target, error) {
+	var last []Target
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		ts, err := s.ActiveTargets(ctx)
+		if err != nil {
+			return false, err
+		}
+		last = ts
+		up := 0
+		for _, tg := range ts {
+			if tg.Health == "up" {
+				up++
+			}
+		}
+		return up == n && len(ts) == n, nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("waiting for %d targets up: %w", n, err)
+	}
+	return last, nil
 }
 
 // ActiveAlert is a pending or firing alert, with its labels and its
