@@ -169,7 +169,9 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 			Expect(term).NotTo(BeNil())
 			Expect(term.ExitCode).To(BeZero(), "the loader's termination message: %s", term.Message)
 		}
-		Expect(d.out).To(gbytes.Say(`pod default/\S+: on ` + regexp.QuoteMeta(realNode) + ` \(NVIDIA-H100-80GB-HBM3\), Running`))
+		// make run prints what its own Pod informer sees, which may be a
+		// moment behind the List that saw them Ready.
+		Eventually(d.out).WithTimeout(time.Minute).Should(gbytes.Say(`pod default/\S+: on ` + regexp.QuoteMeta(realNode) + ` \(NVIDIA-H100-80GB-HBM3\), Running`))
 
 		By("Ctrl-C")
 		d.interrupt(root)
