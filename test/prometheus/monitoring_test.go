@@ -134,13 +134,18 @@ func TestMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The replicas' targets, by their instance label: the first is the
+	// one the API server calls.
+	first, other := instance(metricsAddr(t, c.Configuration)), instance(second.MetricsAddr)
 	installMonitoring(ctx, t, objs, admin, k8s, c, second)
 	prom := startPrometheus(ctx, t, objs, dir, admin, c, rules)
 	waitTargets(ctx, t, prom, 3)
 
 	// Everything but the broken policy file and the failed audit passes:
 	// those must first be seen at 0 (the counters start there).
-	drive(ctx, t, c, admin, prom)
+	drive(ctx, t, c, admin, prom, first)
+	waitQuery(ctx, t, prom, `modelgate_policy_load_errors_total{source="directory", `+other+`} == 0`, time.Minute,
+		func(got []prometheus.Series) bool { return len(got) == 1 })
 	writeFile(t, filepath.Join(policyDir, "broken.rego"), []byte("package prom.broken\n\ndeny contains msg if {\n"))
 	breakAudit(ctx, t, c, admin)
 
@@ -151,8 +156,10 @@ func TestMonitoring(t *testing.T) {
 	if err := admin.Delete(ctx, vapBinding()); err != nil {
 		t.Fatal(err)
 	}
+	waitReports(ctx, t, admin, false)
 	apply(ctx, t, admin, policyYAML("prom-later", `deny contains "never" if false`))
-	waitSeries(ctx, t, prom, `modelgate_audit_policy_workloads{result="fail"}`)
+	// The pass the change starts, or the next periodic one (every minute).
+	waitSeries(ctx, t, prom, `modelgate_audit_policy_workloads{result="fail"}`, 2*time.Minute)
 	traffic(ctx, t, admin, 0)
 	assertQueries(ctx, t, prom, queries)
 }
@@ -215,27 +222,19 @@ func installMonitoring(ctx context.Context, t *testing.T, objs *prometheus.Objec
 	if err := prometheus.InstallKubePrometheus(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	canList := func() bool {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               "system:serviceaccount:" + prometheus.KubePrometheusNamespace + ":" + prometheus.KubePrometheusServiceAccount,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + prometheus.KubePrometheusNamespace, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "list", Resource: "endpoints"},
-		}}
-		got, err := k8s.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got.Status.Allowed
-	}
-	if canList() {
-		t.Fatalf("Prometheus's account may list endpoints in %s before config/prometheus is applied: the test proves nothing about its discovery Role", namespace)
+	user := "system:serviceaccount:" + prometheus.KubePrometheusNamespace + ":" + prometheus.KubePrometheusServiceAccount
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + prometheus.KubePrometheusNamespace, "system:authenticated"}
+	list := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "list", Resource: "endpoints"}
+	// kube-prometheus's grants act (the authorizer has its binding), so
+	// that what they leave out is known to be left out.
+	waitAllowed(ctx, t, k8s, user, groups, &authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "metrics"})
+	if ok, err := allowed(ctx, k8s, user, groups, list); err != nil || ok {
+		t.Fatalf("Prometheus's account may list endpoints in %s before config/prometheus is applied (%t, %v): the test proves nothing about its discovery Role", namespace, ok, err)
 	}
 	if err := prometheus.InstallObjects(ctx, admin, objs, []string{metricsAddr(t, c.Configuration), second.MetricsAddr}); err != nil {
 		t.Fatal(err)
 	}
-	if !canList() {
-		t.Fatalf("Prometheus's account may not list endpoints in %s with config/prometheus applied", namespace)
-	}
+	waitAllowed(ctx, t, k8s, user, groups, list)
 }
 
 // metricsAddr is the metrics address of the Configuration in path.
@@ -278,23 +277,9 @@ func startPrometheus(ctx context.Context, t *testing.T, objs *prometheus.Objects
 // both replicas through the Secret's token, and the API server.
 func waitTargets(ctx context.Context, t *testing.T, s *prometheus.Server, n int) {
 	t.Helper()
-	var last []prometheus.Target
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		ts, err := s.ActiveTargets(ctx)
-		if err != nil {
-			return false, err
-		}
-		last = ts
-		up := 0
-		for _, tg := range ts {
-			if tg.Health == "up" {
-				up++
-			}
-		}
-		return up == n && len(ts) == n, nil
-	})
+	last, err := s.WaitTargetsUp(ctx, n, 2*time.Minute)
 	if err != nil {
-		t.Fatalf("want %d targets up: %v\n%s", n, err, describeTargets(last))
+		t.Fatalf("%v\n%s", err, describeTargets(last))
 	}
 	for _, tg := range last {
 		if tg.Labels["job"] == "modelgate-metrics" && tg.Labels["namespace"] != namespace {
@@ -335,7 +320,7 @@ func checkRules(t *testing.T, path string, pr *monitoringv1.PrometheusRule) {
 // day, reviews that modelgate fails (and that are slow: the namespace is
 // waited for), and calls to the webhooks and the conversion webhook while
 // modelgate is down. The certificates rotate on their own.
-func drive(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client, prom *prometheus.Server) {
+func drive(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client, prom *prometheus.Server, first string) {
 	t.Helper()
 	apply(ctx, t, admin, `apiVersion: v1
 kind: Namespace
@@ -368,8 +353,10 @@ spec:
 	// A rate sees a counter's first increment only from a sample before
 	// it: modelgate counts each policy's decisions from 0 once it is
 	// loaded, and Prometheus must have scraped that 0 (a policy in force
-	// for longer than a scrape interval, as any in a real cluster).
-	waitSeries(ctx, t, prom, `modelgate_policy_evaluations_total{policy="prom-error", decision="error"} == 0`)
+	// for longer than a scrape interval, as any in a real cluster) from
+	// the replica the API server calls: the other's 0 does not do.
+	waitQuery(ctx, t, prom, `modelgate_policy_evaluations_total{policy="prom-error", decision="error", `+first+`} == 0`, time.Minute,
+		func(got []prometheus.Series) bool { return len(got) == 1 })
 
 	// A denial, once the policy is in force; then an evaluation error.
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -422,7 +409,11 @@ spec:
 	waitPhase(ctx, t, admin, "taken", "Failed")
 
 	// Reviews modelgate fails: the namespace does not exist, and is
-	// waited for (namespaceCacheWait) before the error.
+	// waited for (namespaceCacheWait) before the error. Prometheus has
+	// sampled the series they grow before them: the error counter (at 0
+	// from the start) and the latency histogram (since the first review).
+	waitSeries(ctx, t, prom, `modelgate_mutating_reviews_total{kind="Pod", operation="CREATE", outcome="error", `+first+`}`, time.Minute)
+	waitSeries(ctx, t, prom, `controller_runtime_webhook_latency_seconds_count{webhook="/mutate", `+first+`}`, time.Minute)
 	for i := range 5 {
 		reviewAbsentNamespace(ctx, t, c, i)
 	}
@@ -432,9 +423,24 @@ spec:
 	if err := c.StopModelgate(); err != nil {
 		t.Fatal(err)
 	}
-	// The API server's counters are born at their first failure: fail
-	// on several scrapes, so that a rate sees them grow.
-	for i := range 4 {
+	failWhileDown(ctx, t, admin, prom)
+}
+
+// The API server's counters of failed calls to modelgate's webhooks and
+// conversion webhook, as the alerts read them.
+const (
+	webhookCallFailures = `apiserver_admission_webhook_rejection_count{name=~".*modelgate.io", error_type="calling_webhook_error"}`
+	conversionFailures  = `apiserver_crd_conversion_webhook_duration_seconds_count{crd_name="aiinferences.serving.modelgate.io", succeeded="false"}`
+)
+
+// failWhileDown has the API server call modelgate's webhook and
+// conversion webhook while it is down, until Prometheus has seen each
+// failure counter grow. The API server's counters are born at their first
+// failure, so a rate needs a sample after one failure and a greater one
+// after the next.
+func failWhileDown(ctx context.Context, t *testing.T, admin client.Client, prom *prometheus.Server) {
+	t.Helper()
+	fail := func() {
 		if err := admin.Create(ctx, pod("while-down", nil)); err == nil {
 			t.Fatal("a pod was admitted while modelgate was down")
 		}
@@ -443,9 +449,15 @@ spec:
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: team, Name: "serving"}, old); err == nil {
 			t.Fatal("an AIInference was converted to v1alpha1 while modelgate was down")
 		}
-		if i < 3 {
-			time.Sleep(3 * time.Second)
-		}
+	}
+	fail()
+	born := map[string]map[string]float64{}
+	for _, expr := range []string{webhookCallFailures, conversionFailures} {
+		born[expr] = values(t, waitQuery(ctx, t, prom, expr, time.Minute, func(got []prometheus.Series) bool { return len(got) > 0 }))
+	}
+	fail()
+	for expr, before := range born {
+		waitGrown(ctx, t, prom, expr, before)
 	}
 }
 
@@ -464,23 +476,13 @@ func traffic(ctx context.Context, t *testing.T, admin client.Client, round int) 
 	}
 }
 
-// waitSeries waits until expr returns series.
-func waitSeries(ctx context.Context, t *testing.T, s *prometheus.Server, expr string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := s.Query(ctx, expr)
-		return len(got) > 0, err
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", expr, err)
-	}
-}
-
 // breakAudit has an admission policy refuse the audit's reports, and
-// restarts modelgate with the audit on: each of its passes fails.
+// restarts modelgate with the audit on once the API server enforces it:
+// each of its passes fails.
 func breakAudit(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client) {
 	t.Helper()
 	apply(ctx, t, admin, vapYAML)
+	waitReports(ctx, t, admin, true)
 	if err := c.StartModelgate(ctx, func(cfg *config.Configuration) {
 		cfg.Audit.Enabled = ptr.To(true)
 		cfg.Audit.Interval = &metav1.Duration{Duration: time.Minute}
@@ -700,7 +702,7 @@ spec:
 }
 
 // vapYAML refuses modelgate's writes of audit reports, as another
-// admission controller of the cluster might.
+// admission controller of the cluster might, saying vapMessage.
 const vapYAML = `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -715,7 +717,7 @@ spec:
       resources: ["*"]
   validations:
   - expression: "false"
-    message: audit reports are frozen
+    message: ` + vapMessage + `
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
@@ -725,6 +727,8 @@ spec:
   policyName: prom-no-reports
   validationActions: [Deny]
 `
+
+const vapMessage = "audit reports are frozen"
 
 func vapBinding() client.Object {
 	u := &unstructured.Unstructured{}

@@ -1,0 +1,152 @@
+package prometheus_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/test/prometheus"
+)
+
+// The waits here make each step start only once what it depends on acts:
+// the API server's authorizer and admission read RBAC and admission
+// policies from informers, a moment after they are written, and a rate
+// sees a counter's increment only from a sample Prometheus scraped before
+// it.
+
+// waitQuery waits until Prometheus's answer to expr satisfies ok, and
+// returns that answer.
+func waitQuery(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, timeout time.Duration, ok func([]prometheus.Series) bool) []prometheus.Series {
+	t.Helper()
+	var last []prometheus.Series
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := s.Query(ctx, expr)
+		if err != nil {
+			return false, err
+		}
+		last = got
+		return ok(got), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v; last answer: %v", expr, err, last)
+	}
+	return last
+}
+
+// waitSeries waits until expr returns series.
+func waitSeries(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, timeout time.Duration) {
+	t.Helper()
+	waitQuery(ctx, t, s, expr, timeout, func(got []prometheus.Series) bool { return len(got) > 0 })
+}
+
+// values are an answer's values by series (their labels, in order).
+func values(t *testing.T, series []prometheus.Series) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, s := range series {
+		v, ok := s.Value[1].(string)
+		if !ok {
+			t.Fatalf("series %v: value %v is not a string", s.Metric, s.Value[1])
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("series %v: %v", s.Metric, err)
+		}
+		var key strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(s.Metric)) {
+			fmt.Fprintf(&key, "%s=%q,", k, s.Metric[k])
+		}
+		out[key.String()] = f
+	}
+	return out
+}
+
+// waitGrown waits until Prometheus has scraped every series of before at
+// a higher value.
+func waitGrown(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, before map[string]float64) {
+	t.Helper()
+	waitQuery(ctx, t, s, expr, time.Minute, func(got []prometheus.Series) bool {
+		now := values(t, got)
+		for k, v := range before {
+			if w, ok := now[k]; !ok || w <= v {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// instance selects a modelgate replica's target by its metrics address:
+// the target's instance label (JobOptions.Loopback rewrites the
+// discovered address to it).
+func instance(addr string) string { return fmt.Sprintf("instance=%q", addr) }
+
+// waitAllowed waits until the API server's authorizer allows user (in
+// groups) attrs: RBAC reads roles and bindings from informers, so a
+// binding just created does not act at once.
+func waitAllowed(ctx context.Context, t *testing.T, k8s kubernetes.Interface, user string, groups []string, attrs *authorizationv1.ResourceAttributes) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		return allowed(ctx, k8s, user, groups, attrs)
+	})
+	if err != nil {
+		t.Fatalf("%s may not %s %s in %q: %v", user, attrs.Verb, attrs.Resource, attrs.Namespace, err)
+	}
+}
+
+// allowed asks the API server's authorizer whether user may do attrs.
+func allowed(ctx context.Context, k8s kubernetes.Interface, user string, groups []string, attrs *authorizationv1.ResourceAttributes) (bool, error) {
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: attrs}}
+	got, err := k8s.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return got.Status.Allowed, nil
+}
+
+// reportKinds are the audit's report kinds vapYAML refuses.
+var reportKinds = []schema.GroupVersionKind{
+	{Group: "wgpolicyk8s.io", Version: "v1alpha2", Kind: "PolicyReport"},
+	{Group: "openreports.io", Version: "v1alpha1", Kind: "Report"},
+}
+
+// waitReports waits until the API server's admission refuses (refused)
+// or admits (!refused) the audit's reports of both kinds, as vapYAML's
+// policy and binding have it: it loads admission policies and bindings
+// from a watch. It asks with server-side dry runs.
+func waitReports(ctx context.Context, t *testing.T, admin client.Client, refused bool) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, gvk := range reportKinds {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			u.SetNamespace(team)
+			u.SetName("prom-probe")
+			last = admin.Create(ctx, u, client.DryRunAll)
+			switch {
+			case last != nil && !strings.Contains(last.Error(), vapMessage):
+				return false, fmt.Errorf("a %s (dry run): %w", gvk.Kind, last)
+			case (last != nil) != refused:
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the API server to refuse=%t the audit's reports: %v (last answer: %v)", refused, err, last)
+	}
+}
