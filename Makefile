@@ -189,10 +189,22 @@ helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults an
 	@for set in $(HELM_LINT_VALUES); do echo "helm lint --set $$set"; $(HELM) lint --strict --quiet charts/modelgate --set "$$set" || exit 1; done
 	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/ -run 'TestHelm' -count=1 -v
 
+## The Ginkgo suites (test-integration's and test-e2e's) run REPEAT times in
+## a row, each run with GINKGO_ARGS: `make test-e2e REPEAT=3
+## GINKGO_ARGS=-ginkgo.randomize-all` runs the e2e suite three times, each
+## in a new random spec order (Ginkgo prints each run's seed;
+## -ginkgo.seed=N runs one again). A run that fails stops the loop.
+REPEAT ?= 1
+GINKGO_ARGS ?=
+## repeat runs the command that follows it REPEAT times, numbering the
+## runs when there is more than one.
+repeat = for i in $$(seq $(REPEAT)); do \
+		if [ "$(REPEAT)" != 1 ]; then echo "== run $$i of $(REPEAT)"; fi;
+
 .PHONY: test-integration
-test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those).
+test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/... -count=1
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v
+	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
 
 .PHONY: test-prometheus
 test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
@@ -202,9 +214,9 @@ test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMT
 ## test/makerun runs after test/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/makerun: root, as the real node specs).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v \
-		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN)
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
+	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v $(GINKGO_ARGS) \
+		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN) || exit 1; done
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 

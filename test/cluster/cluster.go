@@ -302,12 +302,14 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	c.restart = modelgateStart{binary: o.Modelgate, args: []string{"serve", "--config", cfgPath, "--kubeconfig", mgKC},
 		log: filepath.Join(c.LogDir, "modelgate.log"), output: o.ModelgateOutput, health: healthAddr}
 	p, err := c.restart.start(ctx)
+	if p != nil {
+		c.procs = append(c.procs, p)
+		c.modelgate = p
+	}
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, p)
-	c.modelgate = p
-	return nil
+	return waitInjection(ctx, admin, p)
 }
 
 // serviceAccountKey is the key the API server verifies service account

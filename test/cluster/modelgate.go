@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,11 +14,15 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook/config"
 )
@@ -101,6 +106,45 @@ func waitHTTPOK(ctx context.Context, url string, p *process, timeout time.Durati
 		return fmt.Errorf("%s was not ready within %s (%w); see %s", p.name, timeout, err, p.log)
 	}
 	return err
+}
+
+// waitInjection waits until the API server calls modelgate's mutating
+// webhook: envtest creates the webhook configurations, and kube-apiserver
+// loads them from a watch, a moment later; a workload created before
+// would not be injected. A server-side dry run of an opted-in Pod comes
+// back injected.
+func waitInjection(ctx context.Context, c client.Client, p *process) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.Exited():
+			return false, p.exitError()
+		default:
+		}
+		probe := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "injection-probe", Annotations: map[string]string{
+				annotations.Inject: "true",
+				annotations.Model:  "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
+				annotations.Engine: "vllm",
+			}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "vllm/vllm-openai:v0.9.1"}}},
+		}
+		if last = c.Create(ctx, probe, client.DryRunAll); last != nil {
+			// The webhook may refuse calls for a moment after its
+			// configuration is loaded: ask again, and report the last
+			// answer if it never changes.
+			return false, nil
+		}
+		_, injected := probe.Annotations[annotations.Injected]
+		if !injected {
+			last = errors.New("the dry run came back without modelgate's injection")
+		}
+		return injected, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the API server to call modelgate's mutating webhook (a dry run of an opted-in Pod): %w", errors.Join(err, last))
+	}
+	return nil
 }
 
 // modelgateStart is how the cluster starts modelgate.

@@ -156,23 +156,41 @@ func tolerationPatch() string {
 
 // WaitServingPlacement waits until the serving placement acts on new Pods
 // in namespace ns (labelled RealNodeServingValue): kube-apiserver loads
-// admission policies from a watch, a moment after they are created, and a
-// Pod created before goes wherever the scheduler likes. It asks with
-// server-side dry runs of a Pod that names an engine.
+// admission policies and namespaces' labels from watches, a moment after
+// they are written, and a Pod created before goes wherever the scheduler
+// likes. It asks with server-side dry runs of a Pod that names an engine.
 func WaitServingPlacement(ctx context.Context, c client.Client, ns string) error {
-	var last *corev1.Pod
+	return waitPlacement(ctx, c, ns, "serving", func(p *corev1.Pod) bool { return p.Spec.HostNetwork })
+}
+
+// WaitRequiredPlacement waits until the required placement acts on new
+// Pods in namespace ns (labelled RealNodeRequiredValue, the real node
+// named node): every Pod created there after it returns runs on the real
+// node with host networking. Labelling a namespace takes effect in
+// kube-apiserver's admission a moment later (its namespace informer), as
+// creating the policies does; a Pod created before gets neither the
+// toleration nor the node selector, and stays Pending.
+func WaitRequiredPlacement(ctx context.Context, c client.Client, ns, node string) error {
+	return waitPlacement(ctx, c, ns, "required", func(p *corev1.Pod) bool {
+		return p.Spec.HostNetwork && p.Spec.NodeSelector[corev1.LabelHostname] == node
+	})
+}
+
+// waitPlacement polls with server-side dry runs of a Pod that names an
+// engine until acts says the placement patched it.
+func waitPlacement(ctx context.Context, c client.Client, ns, which string, acts func(*corev1.Pod) bool) error {
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
-		last = &corev1.Pod{
+		probe := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement-probe", Annotations: map[string]string{annotations.Engine: "vllm"}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "modelgate/test-engine:latest"}}},
 		}
-		if err := c.Create(ctx, last, client.DryRunAll); err != nil {
+		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
 			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", ns, err)
 		}
-		return last.Spec.HostNetwork, nil
+		return acts(probe), nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for the real node's serving placement in namespace %s: %w", ns, err)
+		return fmt.Errorf("waiting for the real node's %s placement in namespace %s: %w", which, ns, err)
 	}
 	return nil
 }

@@ -56,8 +56,7 @@ var _ = Describe("audit", func() {
 		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-serving"}}
 		wp.Spec.Rego = noServing
 		wp.Spec.Match.Namespaces = []string{ns}
-		Expect(c.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+		enforcePolicy(ctx, c, wp)
 
 		results := func(g Gomega) []any {
 			r := &unstructured.Unstructured{}
@@ -94,9 +93,20 @@ var _ = Describe("audit", func() {
 			"1 workloads audited: 1 failures, 0 warnings, 0 errors\n", ns, wp.Name)))
 
 		// Its own writes (the report, the policy's status) change no policy:
-		// no pass runs until the next change or the interval.
-		passes := modelgateMetric(ctx, Default, "modelgate_audit_passes_total", map[string]string{"outcome": "ok"})
-		Expect(passes).To(BeNumerically(">=", 1))
+		// no pass runs until the next change or the interval. The pass that
+		// wrote the report is counted a moment after its writes: once the
+		// last pass's time is the report's.
+		var stamp int64
+		Eventually(func(g Gomega) {
+			res := results(g)
+			g.Expect(res).To(HaveLen(1))
+			var found bool
+			stamp, found, _ = unstructured.NestedInt64(res[0].(map[string]any), "timestamp", "seconds")
+			g.Expect(found).To(BeTrue(), "the result's timestamp")
+			g.Expect(modelgateMetric(ctx, g, "modelgate_audit_last_pass_timestamp_seconds", nil)).To(BeNumerically(">=", stamp))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(modelgateMetric(ctx, Default, "modelgate_audit_passes_total", map[string]string{"outcome": "ok"})).To(BeNumerically(">=", 1))
+		passes := modelgateMetric(ctx, Default, "modelgate_audit_passes_total", nil)
 		Consistently(func(g Gomega) float64 {
 			return modelgateMetric(ctx, g, "modelgate_audit_passes_total", nil)
 		}).WithContext(ctx).WithTimeout(2 * audit.DefaultAfterChange).WithPolling(time.Second).Should(Equal(passes))

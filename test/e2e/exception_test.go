@@ -1,12 +1,12 @@
 package e2e_test
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -35,12 +35,7 @@ var _ = Describe("exceptions", func() {
 		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: ns + "-no-serving"}}
 		wp.Spec.Rego = noServing
 		wp.Spec.Match.Namespaces = []string{ns}
-		Expect(c.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
-		Eventually(func(g Gomega) {
-			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(wp), wp)).To(Succeed())
-			g.Expect(wp.Status.ObservedGeneration).To(Equal(wp.Generation))
-		}).WithContext(ctx).Should(Succeed())
+		enforcePolicy(ctx, c, wp)
 
 		ex := &policyv1.WorkloadPolicyException{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-until-friday"},
@@ -54,6 +49,15 @@ var _ = Describe("exceptions", func() {
 		}
 		Expect(c.Create(ctx, ex)).To(Succeed())
 		created := time.Now()
+		// Deleted before the policy after the spec (not later, with the
+		// namespace): removing it changes what the audit reports, and a
+		// pass would follow in the next spec.
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(c.Delete(ctx, ex))).To(Succeed())
+			Eventually(func(g Gomega) {
+				g.Expect(apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(ex), &policyv1.WorkloadPolicyException{}))).To(BeTrue())
+			}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}, NodeTimeout(time.Minute))
 
 		result := func(g Gomega, gvk schema.GroupVersionKind) map[string]any {
 			r := &unstructured.Unstructured{}

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -39,8 +38,7 @@ var _ = Describe("ratcheting", func() {
 		wp.Spec.Match.Namespaces = []string{ns}
 		wp.Spec.Match.Kinds = []string{"Pod"}
 		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 4}`)}
-		Expect(c.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(c.Delete(ctx, wp))).To(Succeed()) })
+		enforcePolicy(ctx, c, wp)
 		// In force: a new 8-GPU Pod is denied.
 		Eventually(func() error {
 			p := builders.New("Pod", builders.Options{Namespace: ns, Name: "gpu8-again", Annotations: serving("8", nil)})

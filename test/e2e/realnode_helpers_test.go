@@ -254,13 +254,18 @@ func processOf(g Gomega, pod types.UID, words ...string) int {
 // routeToRealNode labels a namespace so that its Pods run on the real
 // node (test/cluster's placement policy: host networking, the node, its
 // taint tolerated), as a manifest written for another cluster would be
-// sent to a node pool, without a change to the manifest.
+// sent to a node pool, without a change to the manifest. It returns once
+// a dry run shows the placement acting on the namespace's new Pods: the
+// API server sees the label through its namespace informer, a moment
+// after the update.
 func routeToRealNode(ctx context.Context, ns string) {
-	realNode()
+	GinkgoHelper()
+	n := realNode()
 	obj := &corev1.Namespace{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, obj)).To(Succeed())
 	obj.Labels[cluster.RealNodeNamespaceLabel] = cluster.RealNodeRequiredValue
 	Expect(k8s.Update(ctx, obj)).To(Succeed())
+	Expect(cluster.WaitRequiredPlacement(ctx, k8s, ns, n.Name)).To(Succeed())
 }
 
 // localClaim makes a claim bound to a local volume on the real node: a

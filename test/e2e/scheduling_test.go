@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -139,10 +140,7 @@ var _ = Describe("Scheduling", func() {
 		// come out, and be placed, the same.
 		plain := newNamespace(ctx, "plain")
 		control := newNamespace(ctx, "control")
-		ctl := &corev1.Namespace{}
-		Expect(k8s.Get(ctx, client.ObjectKey{Name: control}, ctl)).To(Succeed())
-		ctl.Labels[annotations.NamespaceIgnore] = "true"
-		Expect(k8s.Update(ctx, ctl)).To(Succeed())
+		ignoreNamespace(ctx, control)
 
 		// A CPU service, and a GPU one written by hand: the GPU limit and
 		// the taint's toleration, but no modelgate.io/ annotation.
@@ -177,6 +175,27 @@ var _ = Describe("Scheduling", func() {
 		}
 	}, SpecTimeout(3*time.Minute))
 })
+
+// ignoreNamespace labels a namespace modelgate.io/ignore and returns once
+// the API server no longer calls modelgate there: it sees the label
+// through its namespace informer, a moment after the update. A dry run of
+// an opted-in Pod then comes back as written, and modelgate's count of
+// reviews does not move.
+func ignoreNamespace(ctx context.Context, ns string) {
+	GinkgoHelper()
+	obj := &corev1.Namespace{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Name: ns}, obj)).To(Succeed())
+	obj.Labels[annotations.NamespaceIgnore] = "true"
+	Expect(k8s.Update(ctx, obj)).To(Succeed())
+	reviews := map[string]string{"kind": "Pod"}
+	Eventually(func(g Gomega) {
+		before := modelgateMetric(ctx, g, "modelgate_mutating_reviews_total", reviews)
+		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "ignored", Annotations: serving("1", nil)})
+		g.Expect(k8s.Create(ctx, p, client.DryRunAll)).To(Succeed())
+		g.Expect(p.GetAnnotations()).NotTo(HaveKey(annotations.Injected), "modelgate injected a Pod in namespace %s", ns)
+		g.Expect(modelgateMetric(ctx, g, "modelgate_mutating_reviews_total", reviews)).To(Equal(before), "the API server called modelgate for a Pod in namespace %s", ns)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
 
 // expectNotInjectedUnlessAsked compares a pod with its control: the same
 // spec but for the node it is bound to and its hostname, and no

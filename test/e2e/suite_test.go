@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,10 +131,11 @@ var _ = AfterEach(func() {
 })
 
 // newNamespace creates a namespace with the team label. After the spec,
-// its workloads and Pods are deleted and waited for, so that their GPUs
-// are free for the next spec, and the namespace is deleted (its own
-// deletion, by the namespace controller, takes seconds longer and frees
-// nothing more).
+// its workloads, Pods and resource claims are deleted and waited for, so
+// that their GPUs (a device plugin's, or DRA devices allocated to a claim)
+// are free for the next spec, whichever it is, and the namespace is
+// deleted (its own deletion, by the namespace controller, takes seconds
+// longer and frees nothing more).
 func newNamespace(ctx context.Context, prefix string) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: prefix + "-",
@@ -150,6 +152,14 @@ func newNamespace(ctx context.Context, prefix string) string {
 			g.Expect(k8s.List(ctx, pods, in)).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the pods of namespace %s are not gone", ns.Name)
+		// A Pod's claims go with it, by the resource claim controller, a
+		// moment later; until then their devices stay allocated.
+		Expect(k8s.DeleteAllOf(ctx, &resourcev1.ResourceClaim{}, in)).To(Succeed())
+		Eventually(func(g Gomega) {
+			claims := &resourcev1.ResourceClaimList{}
+			g.Expect(k8s.List(ctx, claims, in)).To(Succeed())
+			g.Expect(claims.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the resource claims of namespace %s are not gone", ns.Name)
 		Expect(client.IgnoreNotFound(k8s.Delete(ctx, ns))).To(Succeed())
 	}, NodeTimeout(2*time.Minute))
 	return ns.Name
