@@ -3,8 +3,6 @@ package prometheus_test
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/test/prometheus"
 )
@@ -52,41 +51,14 @@ func waitSeries(ctx context.Context, t *testing.T, s *prometheus.Server, expr st
 	waitQuery(ctx, t, s, expr, timeout, func(got []prometheus.Series) bool { return len(got) > 0 })
 }
 
-// values are an answer's values by series (their labels, in order).
-func values(t *testing.T, series []prometheus.Series) map[string]float64 {
+// waitScraped waits until Prometheus has scraped the targets sel
+// selects successfully since since: what they served then is in its
+// samples. A scrape's timestamp is never after its start (Prometheus
+// aligns it to its schedule only backwards, and stores milliseconds).
+func waitScraped(ctx context.Context, t *testing.T, s *prometheus.Server, sel string, since time.Time) {
 	t.Helper()
-	out := map[string]float64{}
-	for _, s := range series {
-		v, ok := s.Value[1].(string)
-		if !ok {
-			t.Fatalf("series %v: value %v is not a string", s.Metric, s.Value[1])
-		}
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			t.Fatalf("series %v: %v", s.Metric, err)
-		}
-		var key strings.Builder
-		for _, k := range slices.Sorted(maps.Keys(s.Metric)) {
-			fmt.Fprintf(&key, "%s=%q,", k, s.Metric[k])
-		}
-		out[key.String()] = f
-	}
-	return out
-}
-
-// waitGrown waits until Prometheus has scraped every series of before at
-// a higher value.
-func waitGrown(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, before map[string]float64) {
-	t.Helper()
-	waitQuery(ctx, t, s, expr, time.Minute, func(got []prometheus.Series) bool {
-		now := values(t, got)
-		for k, v := range before {
-			if w, ok := now[k]; !ok || w <= v {
-				return false
-			}
-		}
-		return true
-	})
+	up := "up{" + sel + "}"
+	waitSeries(ctx, t, s, fmt.Sprintf(`(timestamp(%s) > %s) and (%s == 1)`, up, strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 6, 64), up), time.Minute)
 }
 
 // instance selects a modelgate replica's target by its metrics address:
@@ -148,5 +120,26 @@ func waitReports(ctx context.Context, t *testing.T, admin client.Client, refused
 	})
 	if err != nil {
 		t.Fatalf("waiting for the API server to refuse=%t the audit's reports: %v (last answer: %v)", refused, err, last)
+	}
+}
+
+// waitPolicyWebhook waits until the API server calls modelgate's
+// validating webhook for WorkloadPolicies with the CA modelgate injected
+// (self mode): modelgate is ready once the bundle is written, and the API
+// server loads webhook configurations from a watch. It asks with
+// server-side dry runs of a WorkloadPolicy, which the webhook admits.
+func waitPolicyWebhook(ctx context.Context, t *testing.T, admin client.Client) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(policyYAML("prom-probe", `deny contains "never" if false`)), &u.Object); err != nil {
+			return false, err
+		}
+		last = admin.Create(ctx, u, client.DryRunAll)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for the API server to call modelgate's WorkloadPolicy webhook: %v (last answer: %v)", err, last)
 	}
 }
