@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -23,21 +24,31 @@ const (
 // as config/self-managed/rbac), and returns a client configuration that
 // authenticates as modelgate's service account, so that modelgate runs
 // with exactly the permissions a cluster grants it and a missing one fails
-// the tests.
+// the tests. It returns once the API server's authorizer grants the
+// service account every permission those kustomizations give it: RBAC is
+// read from informers, and modelgate started a moment too early would find
+// its first lists refused and back off for seconds.
 func ModelgateIdentity(ctx context.Context, te *envtest.Environment, admin client.Client, root string, extra ...string) (*envtest.AuthenticatedUser, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
 	if err := admin.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating namespace %s: %w", Namespace, err)
 	}
+	var applied []*unstructured.Unstructured
 	for _, dir := range append([]string{filepath.Join("config", "rbac")}, extra...) {
-		if err := Apply(ctx, admin, filepath.Join(root, dir)); err != nil {
+		objs, err := Render(filepath.Join(root, dir))
+		if err != nil {
 			return nil, err
 		}
+		if err := applyObjects(ctx, admin, objs); err != nil {
+			return nil, err
+		}
+		applied = append(applied, objs...)
 	}
-	user, err := te.AddUser(envtest.User{
-		Name:   "system:serviceaccount:" + Namespace + ":" + ServiceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace, "system:authenticated"},
-	}, nil)
+	name, groups := "system:serviceaccount:"+Namespace+":"+ServiceAccount, ServiceAccountGroups(Namespace)
+	if err := WaitForPermissions(ctx, admin, name, groups, applied); err != nil {
+		return nil, err
+	}
+	user, err := te.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("adding modelgate's user: %w", err)
 	}

@@ -50,11 +50,21 @@ func startPolicyServer(t *testing.T) *policyServer {
 		t.Fatal(err)
 	}
 	// The whole install, server-side applied as kubectl would.
-	if err := Apply(t.Context(), s.admin, filepath.Join(root, selfManagedInstall)); err != nil {
+	raw, err := Render(filepath.Join(root, selfManagedInstall))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := applyObjects(t.Context(), s.admin, raw); err != nil {
 		t.Fatal(err)
 	}
 	sa := only[*corev1.ServiceAccount](t, s.objs)
 	s.modelgate = s.as(t, serviceAccountUser(sa.Namespace, sa.Name))
+	// The install's RBAC is read from informers: wait until modelgate's
+	// service account holds all of it, or a refusal by RBAC would pass
+	// for one by the policy's binding not being loaded, or the other way.
+	if err := WaitForPermissions(t.Context(), s.admin, serviceAccountUser(sa.Namespace, sa.Name), ServiceAccountGroups(sa.Namespace), raw); err != nil {
+		t.Fatal(err)
+	}
 	s.waitForEnforcement(t)
 	return s
 }
@@ -106,7 +116,7 @@ func (s *policyServer) as(t *testing.T, user string) client.Client {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	if nsName, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
 		ns, _, _ := strings.Cut(nsName, ":")
-		cfg.Impersonate.Groups = append(cfg.Impersonate.Groups, "system:serviceaccounts", "system:serviceaccounts:"+ns)
+		cfg.Impersonate.Groups = ServiceAccountGroups(ns)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s.scheme})
 	if err != nil {
@@ -180,8 +190,8 @@ func (s *policyServer) waitForEnforcement(t *testing.T) {
 	var last error
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := s.modelgate.Get(ctx, client.ObjectKey{Name: "modelgate-mutating"}, m); err != nil {
-			return false, err
+		if last = s.modelgate.Get(ctx, client.ObjectKey{Name: "modelgate-mutating"}, m); last != nil {
+			return false, nil
 		}
 		m.Labels = map[string]string{"probe": "enforced"}
 		last = s.modelgate.Update(ctx, m, client.DryRunAll)

@@ -46,6 +46,11 @@ func Apply(ctx context.Context, c client.Client, dir string) error {
 	if err != nil {
 		return err
 	}
+	return applyObjects(ctx, c, objs)
+}
+
+// applyObjects server-side applies rendered objects.
+func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
 	for _, u := range objs {
 		//nolint:staticcheck // client.Apply on unstructured objects is the plain way to apply rendered YAML.
 		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("modelgate-env"), client.ForceOwnership); err != nil {
