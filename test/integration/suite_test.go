@@ -9,12 +9,15 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -22,9 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 func TestIntegration(t *testing.T) {
@@ -49,6 +56,11 @@ var (
 	// modelgateCfg authenticates as modelgate's service account, with
 	// config/rbac's permissions only.
 	modelgateCfg *rest.Config
+	// served are what the suite's modelgate judges with: the engine whose
+	// policy set its validating webhook evaluates, and the namespace cache
+	// its webhooks read. The specs wait on them to know that a policy or a
+	// namespace label is in force (helpers_test.go).
+	served webhook.Parts
 )
 
 var _ = BeforeSuite(func() {
@@ -77,6 +89,8 @@ var _ = BeforeSuite(func() {
 	Expect(*cfg.Metrics.Secure).To(BeTrue())
 	metricsClientCAFile = clusterClientCA(context.Background())
 	cfg.Metrics.ClientCAFile = metricsClientCAFile
+	healthAddr := fmt.Sprintf("127.0.0.1:%d", freePort())
+	cfg.Health.BindAddress = healthAddr
 	Expect(cfg.Validate()).To(BeEmpty())
 
 	// modelgate runs as its own service account, with config/rbac's
@@ -84,7 +98,10 @@ var _ = BeforeSuite(func() {
 	modelgateUser, err := env.ModelgateIdentity(context.Background(), testEnv, admin, root)
 	Expect(err).NotTo(HaveOccurred())
 	modelgateCfg = modelgateUser.Config()
-	mgr, err := webhook.NewManager(modelgateCfg, cfg)
+	mgr, err := webhook.NewManager(modelgateCfg, cfg, func(_ manager.Manager, _ *config.Configuration, parts webhook.Parts) error {
+		served = parts
+		return nil
+	})
 	Expect(err).NotTo(HaveOccurred())
 
 	var ctx context.Context
@@ -106,6 +123,26 @@ var _ = BeforeSuite(func() {
 		}
 		return conn.Close()
 	}).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	// Ready: the namespace cache synced, the WorkloadPolicies and
+	// exceptions that exist loaded. The specs read no state modelgate has
+	// not loaded yet.
+	Eventually(func() int { code, _ := readyz(healthAddr); return code }).WithTimeout(time.Minute).Should(Equal(http.StatusOK))
+	probeNS := namespace(context.Background(), nil)
+	// The probe labelNamespace asks whether the API server sees a label.
+	installNamespaceLabelsProbe(context.Background(), probeNS)
+	// The API server loads webhook configurations through a watch: envtest
+	// created them a moment before modelgate started, and only a review
+	// that reaches modelgate shows the API server has them. A dry-run
+	// opted-in GPU Pod goes through both configurations: the mutating one
+	// stamps its owner and the validating one counts a review.
+	Eventually(func(g Gomega) {
+		validating := validatingCount("Pod")
+		pod := builders.New("Pod", builders.Options{Namespace: probeNS, Name: "webhooks-loaded", Annotations: optIn}).(*corev1.Pod)
+		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		g.Expect(admin.Create(context.Background(), pod, client.DryRunAll)).To(Succeed())
+		g.Expect(pod.Labels).To(HaveKey(annotations.OwnerLabel), "the mutating webhooks are not loaded")
+		g.Expect(validatingCount("Pod")).To(BeNumerically(">", validating), "the validating webhooks are not loaded")
+	}).WithTimeout(time.Minute).Should(Succeed())
 })
 
 var _ = AfterSuite(func() {
