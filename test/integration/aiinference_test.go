@@ -254,11 +254,7 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 				GPU:   &servingv1beta1.GPUSpec{Count: 4},
 			},
 		}
-		var err error
-		Eventually(func() error {
-			err = c.Create(ctx, obj.DeepCopy(), client.DryRunAll)
-			return err
-		}).Should(HaveOccurred())
+		err := c.Create(ctx, obj.DeepCopy(), client.DryRunAll)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring("[aiinference-gpu-limit] asks for 4 GPUs, at most 1"))
 		obj.Spec.GPU.Count = 1
@@ -280,9 +276,8 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 		wp.Spec.Match.Kinds = []string{"AIInference"}
 		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 2}`)}
 		applyPolicy(ctx, c, wp)
-		Eventually(func() error {
-			return c.Create(ctx, &servingv1beta1.AIInference{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-four"}, Spec: obj.Spec}, client.DryRunAll)
-		}).Should(MatchError(ContainSubstring("[aiinference-gpu-ratchet] asks for 4 GPUs, at most 2")))
+		Expect(c.Create(ctx, &servingv1beta1.AIInference{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "new-four"}, Spec: obj.Spec}, client.DryRunAll)).
+			To(MatchError(ContainSubstring("[aiinference-gpu-ratchet] asks for 4 GPUs, at most 2")))
 
 		warn.Take()
 		cur := &servingv1beta1.AIInference{}

@@ -58,17 +58,16 @@ var _ = Describe("audit", Ordered, func() {
 		dep.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 		Expect(admin.Create(ctx, dep)).To(Succeed())
 		Expect(dep.Spec.Template.Spec.InitContainers).To(BeEmpty())
-		var nsObj corev1.Namespace
-		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, &nsObj)).To(Succeed())
-		nsObj.Labels[annotations.NamespaceInjection] = annotations.InjectionEnabled
-		Expect(admin.Update(ctx, &nsObj)).To(Succeed())
+		labelNamespace(ctx, ns, func(l map[string]string) { l[annotations.NamespaceInjection] = annotations.InjectionEnabled })
 
 		// A policy written after the Deployment, which it denies.
 		wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "audit-" + ns}}
 		wp.Spec.Rego = auditPolicy
 		wp.Spec.Match.Namespaces = []string{ns}
 		Expect(pc.Create(ctx, wp)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(pc.Delete(ctx, wp))).To(Succeed()) })
+		// The suite's modelgate enforces it too: out of force before the
+		// next spec.
+		DeferCleanup(func(ctx context.Context) { deletePolicy(ctx, pc, wp) })
 		compiled, err := validators.CompileWorkloadPolicy(ctx, wp)
 		Expect(err).NotTo(HaveOccurred())
 		engine := policies.NewEngine(policies.Options{})

@@ -51,7 +51,12 @@ var _ = Describe("cold start", Ordered, func() {
 		}
 		pc, err := client.New(adminCfg, client.Options{Scheme: policyScheme()})
 		Expect(err).NotTo(HaveOccurred())
-		var names []string
+		var (
+			names   []string
+			created []*policyv1.WorkloadPolicy
+		)
+		// Out of the suite modelgate's force before the next spec.
+		DeferCleanup(func(ctx context.Context) { deletePolicy(ctx, pc, created...) })
 		for i := range coldPolicies {
 			src := lib[((owner+i-(coldPolicies-1))%len(lib)+len(lib))%len(lib)]
 			wp := &policyv1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cold-%s-%d", src.Name, i)}}
@@ -59,7 +64,7 @@ var _ = Describe("cold start", Ordered, func() {
 			wp.Spec.Match.Namespaces = []string{ns}
 			wp.Spec.Match.NamespaceSelector = nil
 			Expect(pc.Create(ctx, wp)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(pc.Delete(ctx, wp))).To(Succeed()) })
+			created = append(created, wp)
 			names = append(names, wp.Name)
 		}
 		last := names[len(names)-1]
@@ -97,10 +102,8 @@ var _ = Describe("cold start", Ordered, func() {
 			stop()
 			Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
 		})
-		for code, _ := readyz(cfg.Health.BindAddress); code != http.StatusOK; code, _ = readyz(cfg.Health.BindAddress) {
-			Expect(time.Since(start)).To(BeNumerically("<", time.Minute), "not Ready after a minute")
-			time.Sleep(5 * time.Millisecond)
-		}
+		Eventually(func() int { code, _ := readyz(cfg.Health.BindAddress); return code }).
+			WithTimeout(time.Minute).WithPolling(5*time.Millisecond).Should(Equal(http.StatusOK), "not Ready after a minute")
 		took := time.Since(start)
 		AddReportEntry(fmt.Sprintf("cold start to Ready with %d WorkloadPolicies", coldPolicies), took.Round(time.Millisecond).String())
 

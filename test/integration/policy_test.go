@@ -87,21 +87,19 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 		a[annotations.GPU] = fmt.Sprint(n)
 		return builders.New("Deployment", builders.Options{Namespace: ns, Name: name, TemplateAnnotations: a})
 	}
-	// denied waits until a dry-run create of obj is denied (the policy set
-	// is swapped a moment after the resource changes) and returns the error.
-	deniedEventually := func(obj client.Object) error {
+	// denied dry-runs the create of obj, which must be denied, and returns
+	// the error. The policies were waited for (applyPolicy, updatePolicy):
+	// the first review after is judged by them.
+	denied := func(obj client.Object) error {
 		GinkgoHelper()
-		var err error
-		Eventually(func() error {
-			err = alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
-			return err
-		}).Should(HaveOccurred())
+		err := alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+		Expect(err).To(HaveOccurred())
 		return err
 	}
 
 	It("makes a valid WorkloadPolicy Ready, and denies a violating Deployment with [policy] message", func() {
 		apply(policy("max-one-gpu", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
-		err := deniedEventually(gpuDeployment("greedy", 2))
+		err := denied(gpuDeployment("greedy", 2))
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring("[max-one-gpu] asks for 2 GPUs, at most 1"))
 		Expect(alice.Create(ctx, gpuDeployment("modest", 1))).To(Succeed())
@@ -130,20 +128,19 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 
 	It("lets a warn policy's violation through, with the warning sent to the client", func() {
 		apply(policy("warn-gpus", gpuLimit, policyv1.EnforcementActionWarn, `{"max": 1}`))
-		Eventually(func() []string {
-			Expect(alice.Create(ctx, gpuDeployment("warned", 2), client.DryRunAll)).To(Succeed())
-			return warn.Take()
-		}).Should(ContainElement("[warn-gpus] asks for 2 GPUs, at most 1"))
+		warn.Take()
+		Expect(alice.Create(ctx, gpuDeployment("warned", 2), client.DryRunAll)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement("[warn-gpus] asks for 2 GPUs, at most 1"))
 		Expect(alice.Create(ctx, gpuDeployment("warned", 2))).To(Succeed())
 	})
 
 	It("lets a dry-run policy's violation through and counts it", func() {
 		wp := policy("dry-gpus", gpuLimit, policyv1.EnforcementActionDryRun, `{"max": 1}`)
 		apply(wp)
-		Eventually(func() float64 {
-			Expect(alice.Create(ctx, gpuDeployment("dry", 2), client.DryRunAll)).To(Succeed())
-			return policyEvaluations("dry-gpus", "dryrun")
-		}).Should(BeNumerically(">", 0))
+		before := policyEvaluations("dry-gpus", "dryrun")
+		warn.Take()
+		Expect(alice.Create(ctx, gpuDeployment("dry", 2), client.DryRunAll)).To(Succeed())
+		Expect(policyEvaluations("dry-gpus", "dryrun")).To(Equal(before + 1))
 		Expect(warn.Take()).NotTo(ContainElement(ContainSubstring("dry-gpus")))
 	})
 
@@ -154,13 +151,11 @@ var _ = Describe("Rego policies at admission", Ordered, func() {
 		Expect(alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)).To(Succeed())
 
 		wp.Spec.Parameters = &apiextensionsv1.JSON{Raw: []byte(`{"max": 1}`)}
-		Expect(alice.Update(ctx, wp)).To(Succeed())
-		Expect(deniedEventually(obj).Error()).To(ContainSubstring("[edited] asks for 2 GPUs, at most 1"))
+		updatePolicy(ctx, alice, wp)
+		Expect(denied(obj).Error()).To(ContainSubstring("[edited] asks for 2 GPUs, at most 1"))
 
-		Expect(alice.Delete(ctx, wp)).To(Succeed())
-		Eventually(func() error {
-			return alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
-		}).Should(Succeed())
+		deletePolicy(ctx, alice, wp)
+		Expect(alice.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)).To(Succeed())
 	})
 
 	It("follows the failurePolicy when a policy's evaluation fails", func() {
@@ -176,17 +171,16 @@ deny contains "never" if x == 3
 		strict := policy("fails-closed", failing, policyv1.EnforcementActionDeny, "")
 		strict.Spec.FailurePolicy = policyv1.FailurePolicyDeny
 		apply(strict)
-		err := deniedEventually(gpuDeployment("fail", 1))
-		Expect(err.Error()).To(ContainSubstring("[fails-closed] policy evaluation failed"))
-		Expect(alice.Delete(ctx, strict)).To(Succeed())
+		err := alice.Create(ctx, gpuDeployment("fail", 1), client.DryRunAll)
+		Expect(err).To(MatchError(ContainSubstring("[fails-closed] policy evaluation failed")))
+		deletePolicy(ctx, alice, strict)
 
 		lenient := policy("fails-open", failing, policyv1.EnforcementActionDeny, "")
 		lenient.Spec.FailurePolicy = policyv1.FailurePolicyAllow
 		apply(lenient)
-		Eventually(func() []string {
-			Expect(alice.Create(ctx, gpuDeployment("fail", 1), client.DryRunAll)).To(Succeed())
-			return warn.Take()
-		}).Should(ContainElement(ContainSubstring("[fails-open] policy evaluation failed")))
+		warn.Take()
+		Expect(alice.Create(ctx, gpuDeployment("fail", 1), client.DryRunAll)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement(ContainSubstring("[fails-open] policy evaluation failed")))
 	})
 
 	It("sees the injected spec: a policy on the loader image fires", func() {
@@ -200,7 +194,7 @@ deny contains msg if {
 }
 `
 		apply(policy("internal-loader", loaderImage, policyv1.EnforcementActionDeny, ""))
-		err := deniedEventually(gpuDeployment("loaded", 1))
+		err := denied(gpuDeployment("loaded", 1))
 		Expect(err.Error()).To(ContainSubstring(`[internal-loader] init container "model-loader" uses image "ghcr.io/modelgate/modelgate:latest"`))
 	})
 	// Issue 29, item 1: updates are judged by what they introduce.
@@ -209,7 +203,7 @@ deny contains msg if {
 		Expect(alice.Create(ctx, d)).To(Succeed())
 		wp := policy("max-one-gpu-ratchet", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`)
 		apply(wp)
-		deniedEventually(gpuDeployment("ratcheted-new", 2))
+		denied(gpuDeployment("ratcheted-new", 2))
 
 		By("the replicas changed: allowed, the kept violation a warning")
 		warn.Take()
@@ -228,16 +222,12 @@ deny contains msg if {
 		By("ratchet: false: the replicas change is judged as if the Deployment were new")
 		Expect(alice.Get(ctx, client.ObjectKey{Name: wp.Name}, wp)).To(Succeed())
 		wp.Spec.Ratchet = ptr.To(false)
-		Expect(alice.Update(ctx, wp)).To(Succeed())
-		Eventually(func() error {
-			cur := &appsv1.Deployment{}
-			if err := alice.Get(ctx, client.ObjectKeyFromObject(d), cur); err != nil {
-				return err
-			}
-			cur.Spec.Replicas = ptr.To[int32](1)
-			return alice.Update(ctx, cur, client.DryRunAll)
-		}).Should(MatchError(ContainSubstring("[max-one-gpu-ratchet] asks for 2 GPUs, at most 1")))
-		Expect(alice.Delete(ctx, wp)).To(Succeed())
+		updatePolicy(ctx, alice, wp)
+		cur := &appsv1.Deployment{}
+		Expect(alice.Get(ctx, client.ObjectKeyFromObject(d), cur)).To(Succeed())
+		cur.Spec.Replicas = ptr.To[int32](1)
+		Expect(alice.Update(ctx, cur, client.DryRunAll)).To(MatchError(ContainSubstring("[max-one-gpu-ratchet] asks for 2 GPUs, at most 1")))
+		deletePolicy(ctx, alice, wp)
 	})
 	// Issue 15, item 5: a policy tightened after a GPU Pod was admitted
 	// does not keep the Pod from being cleaned up.
@@ -250,12 +240,11 @@ deny contains msg if {
 		apply(policy("max-one-gpu-later", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
 		// The policy is in force: a label change is judged, and kept
 		// violation comes back as a warning (ratcheting: it does not deny).
-		Eventually(func(g Gomega) {
-			p := pod.DeepCopy()
-			p.Labels["stage"] = "done"
-			g.Expect(alice.Update(ctx, p, client.DryRunAll)).To(Succeed())
-			g.Expect(warn.Take()).To(ContainElement(HavePrefix("[max-one-gpu-later] existing violation, not introduced by this update: ")))
-		}).Should(Succeed())
+		warn.Take()
+		p := pod.DeepCopy()
+		p.Labels["stage"] = "done"
+		Expect(alice.Update(ctx, p, client.DryRunAll)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement(HavePrefix("[max-one-gpu-later] existing violation, not introduced by this update: ")))
 
 		Expect(alice.Delete(ctx, pod)).To(Succeed())
 		Expect(alice.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
@@ -286,7 +275,7 @@ deny contains msg if {
 					SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(privileged)}}})
 			return alice.SubResource("ephemeralcontainers").Update(ctx, p)
 		}
-		Eventually(func() error { return debug(true, "sysadmin") }).Should(MatchError(ContainSubstring(
+		Expect(debug(true, "sysadmin")).To(MatchError(ContainSubstring(
 			`[no-privileged-gpu] ephemeral container "sysadmin" sets securityContext.privileged: true in pod, which has GPUs`)))
 		Expect(debug(false, "general")).To(Succeed())
 	})
@@ -295,7 +284,7 @@ deny contains msg if {
 		apply(policy("max-one-gpu-mig", gpuLimit, policyv1.EnforcementActionDeny, `{"max": 1}`))
 		mig := builders.New("Pod", builders.Options{Namespace: ns, Name: "mig"}).(*corev1.Pod)
 		mig.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("2")}
-		err := deniedEventually(mig)
+		err := denied(mig)
 		Expect(err.Error()).To(ContainSubstring("[max-one-gpu-mig]"))
 
 		apply(policy("no-claims", `package test.noclaims
@@ -309,7 +298,7 @@ deny contains msg if {
 		dra := builders.New("Pod", builders.Options{Namespace: ns, Name: "dra"}).(*corev1.Pod)
 		dra.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("gpu-claim")}}
 		dra.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
-		err = deniedEventually(dra)
+		err = denied(dra)
 		Expect(err.Error()).To(ContainSubstring(`[no-claims] container "` + dra.Spec.Containers[0].Name + `" uses resource claims ["gpu"] of ["gpu"]`))
 	})
 
@@ -344,25 +333,17 @@ deny contains sprintf("namespace is frozen: pod %s waits", [input.workload.name]
 		Expect(metricValue("modelgate_policy_decision_cache_entries")).To(BeNumerically(">", 0))
 		Expect(metricValue("modelgate_policy_decision_cache_max_bytes")).To(BeNumerically("==", 32<<20))
 
-		nsObj := &corev1.Namespace{}
-		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
-		if nsObj.Labels == nil {
-			nsObj.Labels = map[string]string{}
-		}
-		nsObj.Labels["frozen"] = "true"
-		Expect(admin.Update(ctx, nsObj)).To(Succeed())
-		err := deniedEventually(pod("replica-6"))
-		Expect(err.Error()).To(ContainSubstring("[frozen] namespace is frozen: pod replica-6 waits"))
+		// Once modelgate's cache has the label, the very next review sees
+		// it: no decision cached before the change answers it.
+		labelNamespace(ctx, ns, func(l map[string]string) { l["frozen"] = "true" })
+		err := alice.Create(ctx, pod("replica-6"), client.DryRunAll)
+		Expect(err).To(MatchError(ContainSubstring("[frozen] namespace is frozen: pod replica-6 waits")))
 		err = alice.Create(ctx, pod("replica-7"), client.DryRunAll)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("pod replica-7 waits"))
 		Expect(err.Error()).NotTo(ContainSubstring("replica-6"))
 
-		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
-		delete(nsObj.Labels, "frozen")
-		Expect(admin.Update(ctx, nsObj)).To(Succeed())
-		Eventually(func() error {
-			return alice.Create(ctx, pod("replica-8"), client.DryRunAll)
-		}).Should(Succeed())
+		labelNamespace(ctx, ns, func(l map[string]string) { delete(l, "frozen") })
+		Expect(alice.Create(ctx, pod("replica-8"), client.DryRunAll)).To(Succeed())
 	})
 })
