@@ -122,32 +122,18 @@ var _ = Describe("Opting out and removing annotations", func() {
 	})
 
 	It("takes out what it injected when the namespace's opt-in label goes", func() {
-		nsObj := &corev1.Namespace{}
-		Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
-		nsObj.Labels[annotations.NamespaceInjection] = annotations.InjectionEnabled
-		Expect(admin.Update(ctx, nsObj)).To(Succeed())
+		// The API server's namespaceSelectors and modelgate's namespace
+		// cache see the label a moment later: labelNamespace waits for both.
+		labelNamespace(ctx, ns, func(l map[string]string) { l[annotations.NamespaceInjection] = annotations.InjectionEnabled })
 		a := vllmAnnotations(hfModel)
 		delete(a, annotations.Inject)
-		// The webhook's namespace cache sees label changes a moment later:
-		// wait with dry runs, which go through admission and store nothing.
 		obj := builders.New("Deployment", builders.Options{Namespace: ns, Name: "ns-opt-in", TemplateAnnotations: a})
-		Eventually(func(g Gomega) {
-			probe := obj.DeepCopyObject().(client.Object)
-			g.Expect(alice.Create(ctx, probe, client.DryRunAll)).To(Succeed())
-			g.Expect(initContainerNames(builders.PodSpecOf(probe))).To(Equal([]string{"model-loader"}))
-		}).Should(Succeed())
 		Expect(alice.Create(ctx, obj)).To(Succeed())
 		dep := obj.(*appsv1.Deployment)
 		Expect(initContainerNames(&dep.Spec.Template.Spec)).To(Equal([]string{"model-loader"}))
 
-		delete(nsObj.Labels, annotations.NamespaceInjection)
-		Expect(admin.Update(ctx, nsObj)).To(Succeed())
+		labelNamespace(ctx, ns, func(l map[string]string) { delete(l, annotations.NamespaceInjection) })
 		dep.Spec.Template.Annotations["touched"] = "yes"
-		Eventually(func(g Gomega) {
-			probe := dep.DeepCopy()
-			g.Expect(alice.Update(ctx, probe, client.DryRunAll)).To(Succeed())
-			g.Expect(probe.Spec.Template.Spec.InitContainers).To(BeEmpty())
-		}).Should(Succeed())
 		Expect(alice.Update(ctx, dep)).To(Succeed())
 		Expect(dep.Spec.Template.Spec.InitContainers).To(BeEmpty())
 		Expect(dep.Spec.Template.Spec.Volumes).To(BeEmpty())
