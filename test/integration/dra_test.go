@@ -25,6 +25,11 @@ import (
 	"github.com/modelgate/modelgate/webhook"
 )
 
+// claimTemplateController is the name of modelgate's GPU claim template
+// controller (webhook/claimtemplates.go), the controller label of its
+// metrics.
+const claimTemplateController = "gpu-claim-templates"
+
 // Issue 31, item 1: the same GPU annotations, allocated through DRA.
 var _ = Describe("GPUs through DRA", Ordered, func() {
 	var (
@@ -101,9 +106,20 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "forged", Labels: map[string]string{gpuclaim.TemplateLabel: name}}).(*corev1.Pod)
 		pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: gpuclaim.ClaimName, ResourceClaimTemplateName: &name}}
 		Expect(alice.Create(ctx, pod)).To(Succeed())
-		Consistently(func() bool {
-			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &resourcev1.ResourceClaimTemplate{}))
-		}).WithTimeout(2 * time.Second).Should(BeTrue())
+
+		// Proof that the controller has looked at the forged Pod, rather
+		// than a wait: a Pod modelgate injected, created after it, comes
+		// through the same informer, so its template key is queued after
+		// the forged one (one queue, in order). Once that template exists
+		// the forged Pod's reconcile has started; once no reconcile runs,
+		// it has finished.
+		control := builders.New("Pod", builders.Options{Namespace: ns, Name: "control", Annotations: draAnnotations("3")}).(*corev1.Pod)
+		Expect(alice.Create(ctx, control)).To(Succeed())
+		controlTemplate := client.ObjectKey{Namespace: ns, Name: *control.Spec.ResourceClaims[0].ResourceClaimTemplateName}
+		Eventually(func() error { return admin.Get(ctx, controlTemplate, &resourcev1.ResourceClaimTemplate{}) }).Should(Succeed())
+		Eventually(func() float64 { return activeWorkers(claimTemplateController) }).Should(BeZero())
+		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &resourcev1.ResourceClaimTemplate{}))).
+			To(BeTrue(), "a template was made for the forged label")
 	})
 
 	It("refuses a product the Configuration cannot map, naming the annotation, the value and the products accepted", func() {
@@ -173,20 +189,28 @@ var _ = Describe("GPU claim template clean-up", func() {
 			return t
 		}
 		ours, users := mk(gpuclaim.TemplatePrefix+"1-aaaaaaaaaa", true), mk(gpuclaim.TemplatePrefix+"1-bbbbbbbbbb", false)
-		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Idle: time.Second}
-		for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
-			res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
-			Expect(err).NotTo(HaveOccurred())
-			if t == ours {
-				Expect(res.RequeueAfter).To(BeNumerically(">", 0), "an unused template waits out the idle time")
+		const idle = time.Second
+		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Idle: idle}
+		reconcileBoth := func() (ourWait time.Duration) {
+			GinkgoHelper()
+			for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
+				res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
+				Expect(err).NotTo(HaveOccurred())
+				if t == ours {
+					ourWait = res.RequeueAfter
+				}
 			}
+			return ourWait
 		}
-		time.Sleep(1100 * time.Millisecond)
-		for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
-			_, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		Expect(apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{}))).To(BeTrue(), "modelgate's unused template stayed")
+		unused := time.Now()
+		Expect(reconcileBoth()).To(BeNumerically(">", 0), "an unused template waits out the idle time")
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "modelgate's template went before the idle time")
+		// Reconciled again until it goes, as its requeues would.
+		Eventually(func() bool {
+			reconcileBoth()
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{}))
+		}).WithPolling(100*time.Millisecond).Should(BeTrue(), "modelgate's unused template stayed")
+		Expect(time.Since(unused)).To(BeNumerically(">=", idle), "modelgate's template went before the idle time")
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(users), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "the user's template was deleted")
 	})
 })

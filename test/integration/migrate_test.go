@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/internal/migrate"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 var _ = Describe("modelgate migrate", func() {
@@ -23,7 +25,10 @@ var _ = Describe("modelgate migrate", func() {
 		crdClient, err := client.New(adminCfg, client.Options{Scheme: policyScheme()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(apiextensionsv1.AddToScheme(crdClient.Scheme())).To(Succeed())
-		dyn, err := dynamic.NewForConfig(adminCfg)
+		warnCfg := rest.CopyConfig(adminCfg)
+		warn := &env.Warnings{}
+		warnCfg.WarningHandlerWithContext = warn
+		dyn, err := dynamic.NewForConfig(warnCfg)
 		Expect(err).NotTo(HaveOccurred())
 
 		// A CRD of its own, so the spec does not depend on any modelgate
@@ -68,11 +73,24 @@ var _ = Describe("modelgate migrate", func() {
 			Expect(err).NotTo(HaveOccurred())
 		}
 
-		crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{version("v1beta1", false), version("v1", true)}
+		// v1 stored from now on, and v1beta1 deprecated, as an upgrade
+		// does. The API server serves the CRD as its informer has it: a
+		// rewrite before it sees the change would store v1beta1 again.
+		// Its storage and its deprecation warnings are built together from
+		// one CRD: the warning on a v1beta1 request proves the storage.
+		beta := version("v1beta1", false)
+		beta.Deprecated, beta.DeprecationWarning = true, ptr.To("migrate.modelgate.io/v1beta1 Widget is deprecated")
+		crd.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{beta, version("v1", true)}
 		Expect(crdClient.Update(ctx, crd)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(crdClient.Get(ctx, client.ObjectKeyFromObject(crd), crd)).To(Succeed())
 			g.Expect(crd.Status.StoredVersions).To(ConsistOf("v1beta1", "v1"))
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			warn.Take()
+			_, err := dyn.Resource(old).Namespace(ns).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(warn.Take()).To(ContainElement(*beta.DeprecationWarning))
 		}).Should(Succeed())
 
 		current := schema.GroupVersionResource{Group: "migrate.modelgate.io", Version: "v1", Resource: "widgets"}

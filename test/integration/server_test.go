@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -35,6 +36,9 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		addr        string
 		firstSerial *big.Int
 		inFlight    = make(chan struct{})
+		// answer lets the in-flight review answer, closing release.
+		release = make(chan struct{})
+		answer  = sync.OnceFunc(func() { close(release) })
 	)
 
 	BeforeAll(func() {
@@ -54,10 +58,11 @@ var _ = Describe("modelgate serve", Ordered, func() {
 
 		mgr, err := webhook.NewManager(adminCfg, cfg)
 		Expect(err).NotTo(HaveOccurred())
-		// A review that takes a while, to be caught by the shutdown.
+		// A review that answers when the spec says so, to be caught by the
+		// shutdown.
 		mgr.GetWebhookServer().Register("/slow", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			close(inFlight)
-			time.Sleep(2 * time.Second)
+			<-release
 			_, _ = io.WriteString(w, "finished")
 		}))
 		mgr.GetWebhookServer().Register("/ping", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -69,6 +74,7 @@ var _ = Describe("modelgate serve", Ordered, func() {
 	// Whatever specs ran, stop this manager before the suite stops the API
 	// server (the shutdown spec may already have stopped it).
 	AfterAll(func() {
+		answer()
 		cancelFn()
 		Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
 	})
@@ -158,15 +164,22 @@ var _ = Describe("modelgate serve", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), "a draining replica still answers")
 		Expect(body).To(Equal("pong"))
 		Expect(closed).To(BeTrue(), "a draining replica closes each connection after its answer")
+
+		// The drain over, the server stops accepting connections, and
+		// waits for the review still in flight (the shutdown grace period).
+		Eventually(func() error {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}).WithTimeout(15*time.Second).Should(HaveOccurred(), "still accepting connections after the drain period")
+		Expect(time.Since(stopped)).To(BeNumerically(">=", cfg.DrainPeriod.Duration), "it stopped accepting before the drain period ended")
+		answer()
 		var r result
 		Eventually(got).WithTimeout(15 * time.Second).Should(Receive(&r))
 		Expect(r.err).NotTo(HaveOccurred())
 		Expect(r.body).To(Equal("finished"))
 		Eventually(done).WithTimeout(15 * time.Second).Should(BeClosed())
-		Expect(time.Since(stopped)).To(BeNumerically(">=", cfg.DrainPeriod.Duration), "it stopped before the drain period ended")
-
-		// And once stopped, it no longer accepts connections.
-		_, err = net.DialTimeout("tcp", addr, time.Second)
-		Expect(err).To(HaveOccurred())
 	})
 })

@@ -200,14 +200,23 @@ var _ = Describe("self-managed certificates", Ordered, func() {
 		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "selfcerts-"}}
 		Expect(admin.Create(ctx, nsObj)).To(Succeed())
 		ns = nsObj.Name
-		pod := optedInPod(ns)
-		Expect(admin.Create(ctx, pod, client.DryRunAll)).To(Succeed())
-		Expect(pod.Labels).To(HaveKey(annotations.OwnerLabel), "the mutating webhook stamped the owner")
+		// Ready means the bundle is in the webhook configurations and the
+		// CRD; the API server takes them from informers, a moment later.
+		// Until then it does not trust modelgate and the request fails:
+		// wait until a dry run shows the call went through.
+		Eventually(func(g Gomega) {
+			pod := optedInPod(ns)
+			g.Expect(admin.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+			g.Expect(pod.Labels).To(HaveKey(annotations.OwnerLabel), "the mutating webhook stamped the owner")
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 
 		alpha := &servingv1alpha1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama"},
 			Spec:       servingv1alpha1.AIInferenceSpec{ModelSource: "hf://meta-llama/Llama-3.1-8B-Instruct@main"},
 		}
+		// Stored as v1: converted by the webhook, once the API server
+		// trusts it for the CRD too.
+		Eventually(func() error { return admin.Create(ctx, alpha.DeepCopy(), client.DryRunAll) }).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(admin.Create(ctx, alpha)).To(Succeed())
 		v1obj := &servingv1.AIInference{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(alpha), v1obj)).To(Succeed())
