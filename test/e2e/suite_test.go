@@ -46,6 +46,10 @@ const developerName = "e2e-developer"
 // team is the modelgate.io/team label of every namespace the specs make.
 const team = "research"
 
+// auditInterval is the simulated cluster's audit.interval: longer than the
+// suite.
+const auditInterval = 6 * time.Hour
+
 var (
 	gpuCluster *cluster.Cluster
 	// modelgatePath is the modelgate binary under test (-modelgate, or
@@ -93,6 +97,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		// (1m by default).
 		Configure: func(c *config.Configuration) {
 			c.Policy.Exceptions.ClockSkew = &metav1.Duration{Duration: exceptionClockSkew}
+			// The audit runs after each change of the policies in force,
+			// which is what the specs wait for; a pass at its interval (10
+			// minutes, about a suite's length) could fall inside the audit
+			// spec's time of quiet, whatever spec ran before.
+			c.Audit.Interval = &metav1.Duration{Duration: auditInterval}
 			// Hub models packed by `modelgate pack` (the image volume
 			// specs); the node's containerd sends every registry host to
 			// its own registry.
