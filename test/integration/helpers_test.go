@@ -117,7 +117,7 @@ func labelNamespace(ctx context.Context, name string, edit func(labels map[strin
 	Expect(admin.Update(ctx, ns)).To(Succeed())
 	want := ns.Labels
 	Eventually(func(g Gomega) {
-		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: namespaceLabelsProbe}, Data: want}
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: namespaceLabelsProbe, Annotations: want}}
 		g.Expect(admin.Create(ctx, probe, client.DryRunAll)).To(Succeed(), "the API server's namespace informer")
 		got, err := served.Namespaces.NamespaceLabels(ctx, name)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -126,8 +126,8 @@ func labelNamespace(ctx context.Context, name string, edit func(labels map[strin
 }
 
 // namespaceLabelsProbe names the suite's ValidatingAdmissionPolicy (and
-// its binding) that admits a ConfigMap of this name only when its data are
-// the labels the API server's namespace informer has for its namespace:
+// its binding) that admits a ConfigMap of this name only when its
+// annotations are the labels the API server's namespace informer has for its namespace:
 // the webhooks' namespaceSelectors read the same informer.
 const namespaceLabelsProbe = "integration-namespace-labels-probe"
 
@@ -152,8 +152,9 @@ func installNamespaceLabelsProbe(ctx context.Context, ns string) {
 				Name: "probe", Expression: "object.metadata.name == '" + namespaceLabelsProbe + "'",
 			}},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: "has(object.data) && has(namespaceObject.metadata.labels) && object.data == namespaceObject.metadata.labels",
-				Message:    "the namespace's labels as the API server sees them are not the probe's data",
+				Expression: "has(object.metadata.annotations) && has(namespaceObject.metadata.labels) && " +
+					"object.metadata.annotations == namespaceObject.metadata.labels",
+				Message: "the namespace's labels as the API server sees them are not the probe's annotations",
 			}},
 		},
 	}
@@ -170,13 +171,13 @@ func installNamespaceLabelsProbe(ctx context.Context, ns string) {
 	// a probe with the wrong labels is refused, and one with the right
 	// labels admitted.
 	Eventually(func(g Gomega) {
-		wrong := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: namespaceLabelsProbe},
-			Data: map[string]string{"not": "a label"}}
+		wrong := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: namespaceLabelsProbe,
+			Annotations: map[string]string{"not": "a label"}}}
 		g.Expect(admin.Create(ctx, wrong, client.DryRunAll)).To(MatchError(ContainSubstring(namespaceLabelsProbe)))
 	}).Should(Succeed())
 	nsObj := &corev1.Namespace{}
 	Expect(admin.Get(ctx, client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
-	right := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: namespaceLabelsProbe}, Data: nsObj.Labels}
+	right := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: namespaceLabelsProbe, Annotations: nsObj.Labels}}
 	Expect(admin.Create(ctx, right, client.DryRunAll)).To(Succeed())
 }
 

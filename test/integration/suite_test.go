@@ -36,6 +36,11 @@ import (
 
 func TestIntegration(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// What the specs wait for (a watch event, a reconcile, a compile)
+	// takes what the machine takes: half a minute, not gomega's default
+	// second, before a condition that does not come is a failure.
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	RunSpecs(t, "modelgate admission through a real API server")
 }
 

@@ -7,6 +7,7 @@ package selfcerts_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -21,6 +22,11 @@ import (
 
 func TestSelfManagedCertificates(t *testing.T) {
 	RegisterFailHandler(Fail)
+	// What the specs wait for (a watch event, a reconcile, a compile)
+	// takes what the machine takes: half a minute, not gomega's default
+	// second, before a condition that does not come is a failure.
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	RunSpecs(t, "modelgate self-managed certificates through a real API server")
 }
 
