@@ -23,8 +23,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -158,7 +163,7 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		}
 
 		By("the vLLM Deployment (hf://) and the v1beta1 AIInference (s3://): Init:0/1, then Running, then Ready, on the real node")
-		for _, pod := range readyOnRealNode(ctx, dev, realNode, client.MatchingLabels{"app": "llm-server"}, client.MatchingLabels{"serving.modelgate.io/inference": "mistral-beta"}) {
+		for _, pod := range readyOnRealNode(ctx, cs, realNode, labels.Set{"app": "llm-server"}, labels.Set{"serving.modelgate.io/inference": "mistral-beta"}) {
 			logs, err := cs.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: mutators.LoaderContainerName}).DoRaw(ctx)
 			Expect(err).NotTo(HaveOccurred())
 			AddReportEntry("kubectl logs "+pod.Name+" -c model-loader", string(logs))
@@ -184,28 +189,64 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 
 // readyOnRealNode waits for the one Pod each selector selects to be
 // Ready on node, having been seen initializing (the loader running)
-// before, watching them all at once, and returns them.
-func readyOnRealNode(ctx context.Context, c client.Client, node string, sels ...client.MatchingLabels) []*corev1.Pod {
+// before, and returns them. It watches the namespace's Pods, so that it
+// sees every status the kubelet writes, however briefly it lasts (a Pod
+// may be Running for less than any polling interval before it is Ready).
+func readyOnRealNode(ctx context.Context, cs kubernetes.Interface, node string, sels ...labels.Set) []*corev1.Pod {
 	seen := make([][]string, len(sels))
+	byName := make([]map[string]*corev1.Pod, len(sels))
+	for i := range byName {
+		byName[i] = map[string]*corev1.Pod{}
+	}
 	pods := make([]*corev1.Pod, len(sels))
-	Eventually(func(g Gomega) {
-		for i, sel := range sels {
-			list := &corev1.PodList{}
-			g.Expect(c.List(ctx, list, client.InNamespace("default"), sel)).To(Succeed())
-			if len(list.Items) != 1 {
-				continue // not created yet
+	// done says whether every Pod is Ready on node, and if not, why.
+	done := func() (bool, string) {
+		for i, p := range pods {
+			switch {
+			case p == nil:
+				return false, fmt.Sprintf("no one Pod of %v (%d)", sels[i], len(byName[i]))
+			case p.Spec.NodeName != node:
+				return false, fmt.Sprintf("%s landed on %q", p.Name, p.Spec.NodeName)
+			case seen[i][len(seen[i])-1] != "Ready":
+				return false, fmt.Sprintf("%s went through %v", p.Name, seen[i])
 			}
-			pods[i] = &list.Items[0]
+		}
+		return true, ""
+	}
+	why := "no Pod event yet"
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	lw := cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", "default", fields.Everything())
+	_, err := watchtools.UntilWithSync(wctx, lw, &corev1.Pod{}, nil, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return false, nil
+		}
+		for i, sel := range sels {
+			if !labels.SelectorFromSet(sel).Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if ev.Type == watch.Deleted {
+				delete(byName[i], p.Name)
+			} else {
+				byName[i][p.Name] = p
+			}
+			pods[i] = nil
+			if len(byName[i]) != 1 {
+				continue // not created yet, or replaced
+			}
+			for _, only := range byName[i] {
+				pods[i] = only
+			}
 			if s := status(pods[i]); len(seen[i]) == 0 || seen[i][len(seen[i])-1] != s {
 				seen[i] = append(seen[i], s)
 			}
 		}
-		for i, p := range pods {
-			g.Expect(p).NotTo(BeNil(), "no Pod of %v", sels[i])
-			g.Expect(p.Spec.NodeName).To(Equal(node), "%s landed on %q", p.Name, p.Spec.NodeName)
-			g.Expect(seen[i][len(seen[i])-1]).To(Equal("Ready"), "%s went through %v", p.Name, seen[i])
-		}
-	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		ready, reason := done()
+		why = reason
+		return ready, nil
+	})
+	Expect(err).NotTo(HaveOccurred(), why)
 	for i, p := range pods {
 		AddReportEntry(p.Name, strings.Join(seen[i], " -> "))
 		Expect(seen[i]).To(ContainElement("Init:0/1"), "%s was never seen loading: %v", p.Name, seen[i])
