@@ -147,7 +147,7 @@ func TestMonitoring(t *testing.T) {
 	waitQuery(ctx, t, prom, `modelgate_policy_load_errors_total{source="directory", `+other+`} == 0`, time.Minute,
 		func(got []prometheus.Series) bool { return len(got) == 1 })
 	writeFile(t, filepath.Join(policyDir, "broken.rego"), []byte("package prom.broken\n\ndeny contains msg if {\n"))
-	breakAudit(ctx, t, c, admin)
+	breakAudit(ctx, t, c, admin, prom, first)
 
 	assertAlerts(ctx, t, prom, alerts)
 	assertSummaries(ctx, t, prom)
@@ -464,8 +464,10 @@ func traffic(ctx context.Context, t *testing.T, admin client.Client, round int) 
 
 // breakAudit has an admission policy refuse the audit's reports, and
 // restarts modelgate with the audit on once the API server enforces it:
-// each of its passes fails.
-func breakAudit(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client) {
+// each of its passes fails. It returns once Prometheus has counted a
+// failed pass and no other (the audit's alert also fires on a replica
+// that never completed a pass, which alone would not show the failure).
+func breakAudit(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client, prom *prometheus.Server, first string) {
 	t.Helper()
 	apply(ctx, t, admin, vapYAML)
 	waitReports(ctx, t, admin, true)
@@ -475,6 +477,8 @@ func breakAudit(ctx context.Context, t *testing.T, c *cluster.Cluster, admin cli
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// The first pass runs once the restarted replica leads, 15 s after.
+	waitSeries(ctx, t, prom, `(modelgate_audit_passes_total{outcome="error", `+first+`} > 0) and on (instance) (modelgate_audit_passes_total{outcome="ok", `+first+`} == 0)`, 2*time.Minute)
 }
 
 // assertAlerts waits until every alert that reads only modelgate's and
