@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/builders"
@@ -16,22 +15,7 @@ import (
 // validatingCount is how many validating reviews of a kind modelgate has
 // answered, whatever the outcome.
 func validatingCount(kind string) float64 {
-	families, err := crmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "modelgate_validating_reviews_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
+	return metricSum("modelgate_validating_reviews_total", map[string]string{"kind": kind})
 }
 
 // Issue 15, item 5: cleanup of a GPU Pod must not depend on modelgate. The

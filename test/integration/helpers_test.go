@@ -199,18 +199,30 @@ func waitAllowed(ctx context.Context, user string, groups []string, attrs ...aut
 // activeWorkers is how many reconciles of the named controller are running
 // now, in every manager of the process.
 func activeWorkers(controller string) float64 {
+	return metricSum("controller_runtime_active_workers", map[string]string{"controller": controller})
+}
+
+// metricSum sums the series of the counter or gauge name in the process's
+// registry whose labels include match; 0 when there is none.
+func metricSum(name string, match map[string]string) float64 {
 	families, err := crmetrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_active_workers" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					total += m.GetGauge().GetValue()
-				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			ok := true
+			for k, v := range match {
+				ok = ok && labels[k] == v
+			}
+			if ok {
+				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
@@ -244,29 +256,11 @@ func reviewCount(kind string) float64 { return outcomeCount(kind, "") }
 // outcomeCount is how many mutating reviews of a kind ended with the
 // outcome ("" for any).
 func outcomeCount(kind, outcome string) float64 {
-	families, err := crmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "modelgate_mutating_reviews_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			kindOK, outcomeOK := false, outcome == ""
-			for _, l := range m.GetLabel() {
-				switch l.GetName() {
-				case "kind":
-					kindOK = l.GetValue() == kind
-				case "outcome":
-					outcomeOK = outcomeOK || l.GetValue() == outcome
-				}
-			}
-			if kindOK && outcomeOK {
-				total += m.GetCounter().GetValue()
-			}
-		}
+	match := map[string]string{"kind": kind}
+	if outcome != "" {
+		match["outcome"] = outcome
 	}
-	return total
+	return metricSum("modelgate_mutating_reviews_total", match)
 }
 
 // reservedKeys returns modelgate's labels and annotations on a metadata, to
