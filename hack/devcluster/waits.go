@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/test/cluster"
 	"github.com/modelgate/modelgate/test/prometheus"
 )
 
@@ -30,19 +31,17 @@ const (
 // cache, which sees a new label a moment after it is set. It asks with
 // server-side dry runs of a Pod that opts in.
 func waitNamespaceTeam(ctx context.Context, c client.Client, ns, team string) error {
-	var got string
-	err := wait.PollUntilContextTimeout(ctx, waitPoll, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		probe := &corev1.Pod{
+	last, err := cluster.WaitDryRun(ctx, c, func() *corev1.Pod {
+		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-probe", Annotations: map[string]string{annotations.Inject: "true"}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.invalid/probe"}}},
 		}
-		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
-			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", ns, err)
-		}
-		got = probe.Labels[annotations.TeamLabel]
-		return got == team, nil
-	})
+	}, func(p *corev1.Pod) bool { return p.Labels[annotations.TeamLabel] == team })
 	if err != nil {
+		var got string
+		if last != nil {
+			got = last.Labels[annotations.TeamLabel]
+		}
 		return fmt.Errorf("waiting for modelgate to label namespace %s's Pods %s=%s (last %q): %w", ns, annotations.TeamLabel, team, got, err)
 	}
 	return nil

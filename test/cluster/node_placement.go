@@ -179,18 +179,33 @@ func WaitRequiredPlacement(ctx context.Context, c client.Client, ns, node string
 // waitPlacement polls with server-side dry runs of a Pod that names an
 // engine until acts says the placement patched it.
 func waitPlacement(ctx context.Context, c client.Client, ns, which string, acts func(*corev1.Pod) bool) error {
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
-		probe := &corev1.Pod{
+	_, err := WaitDryRun(ctx, c, func() *corev1.Pod {
+		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement-probe", Annotations: map[string]string{annotations.Engine: "vllm"}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "modelgate/test-engine:latest"}}},
 		}
-		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
-			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", ns, err)
-		}
-		return acts(probe), nil
-	})
+	}, acts)
 	if err != nil {
 		return fmt.Errorf("waiting for the real node's %s placement in namespace %s: %w", which, ns, err)
 	}
 	return nil
+}
+
+// WaitDryRun creates the Pod newProbe makes with a server-side dry run,
+// again and again, until acts says the Pod the API server admitted shows
+// the change the caller waits for (the API server, its admission policies
+// and modelgate see changes through watches, a moment after they are
+// written). It returns the last Pod admitted; a refused dry run is an
+// error.
+func WaitDryRun(ctx context.Context, c client.Client, newProbe func() *corev1.Pod, acts func(*corev1.Pod) bool) (*corev1.Pod, error) {
+	var last *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		probe := newProbe()
+		if err := c.Create(ctx, probe, client.DryRunAll); err != nil {
+			return false, fmt.Errorf("creating a Pod in %s (dry run): %w", probe.Namespace, err)
+		}
+		last = probe
+		return acts(probe), nil
+	})
+	return last, err
 }
