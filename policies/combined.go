@@ -52,8 +52,7 @@ func combinable(mod *ast.Module) bool {
 		return false
 	}
 	own := mod.Package.Path
-	var vis *ast.GenericVisitor
-	dataRef := func(r ast.Ref) bool {
+	dataRef := func(vis *ast.GenericVisitor, r ast.Ref) bool {
 		if !r[0].Equal(ast.DefaultRootDocument) {
 			return false
 		}
@@ -65,24 +64,23 @@ func combinable(mod *ast.Module) bool {
 		}
 		return true
 	}
-	vis = ast.NewGenericVisitor(func(x any) bool {
+	walker(func(vis *ast.GenericVisitor, x any) bool {
 		if !ok {
 			return true
 		}
 		switch v := x.(type) {
 		case ast.Ref:
-			return dataRef(v)
+			return dataRef(vis, v)
 		case *ast.Term:
 			switch tv := v.Value.(type) {
 			case ast.Var:
 				ok = ok && tv != dataVar
 			case ast.Ref:
-				return dataRef(tv)
+				return dataRef(vis, tv)
 			}
 		}
 		return false
-	})
-	vis.Walk(mod)
+	}).Walk(mod)
 	return ok
 }
 
@@ -95,8 +93,7 @@ func renamed(mod *ast.Module, i int) *ast.Module {
 	own := mod.Package.Path
 	pkg := memberPackage(i)
 	m.Package.Path = pkg
-	var vis *ast.GenericVisitor
-	vis = ast.NewGenericVisitor(func(x any) bool {
+	walker(func(vis *ast.GenericVisitor, x any) bool {
 		t, ok := x.(*ast.Term)
 		if !ok {
 			return false
@@ -116,8 +113,7 @@ func renamed(mod *ast.Module, i int) *ast.Module {
 			vis.Walk(e)
 		}
 		return true
-	})
-	vis.Walk(m)
+	}).Walk(m)
 	return m
 }
 
@@ -157,13 +153,15 @@ func (s *Set) compileCombined() *ast.Compiler {
 	cb := &s.combined
 	cb.once.Do(func() {
 		modules := map[string]*ast.Module{}
+		members := map[string]int{}
 		params := ast.NewObject()
 		for i, c := range s.policies {
 			if c.module == nil {
 				continue
 			}
 			m := renamed(c.module, i)
-			modules["p"+strconv.Itoa(i)+"/"+c.filename] = m
+			file := "p" + strconv.Itoa(i) + "/" + c.filename
+			modules[file], members[file] = m, i
 			params.Insert(memberKey(i), c.params)
 		}
 		if len(modules) < 2 {
@@ -171,6 +169,11 @@ func (s *Set) compileCombined() *ast.Compiler {
 		}
 		compiler := newCompiler()
 		if compiler.Compile(modules); compiler.Failed() {
+			return
+		}
+		// What was compiled must keep the members apart; when it cannot be
+		// shown, every policy is evaluated in a query of its own.
+		if combinedProven(compiler.Modules, members) != nil {
 			return
 		}
 		cb.compiler, cb.params = compiler, ast.NewTerm(params)

@@ -140,16 +140,27 @@ func Compile(ctx context.Context, p Policy) (*Compiled, error) {
 	if callsReadBuiltin(mod) {
 		return nil, errReadBuiltin(c.filename)
 	}
-	c.needsObjects = readsObjects(mod)
-	c.reads = workloadReads(mod)
-	c.guarded = guardReads(mod, c.reads)
-	if combinable(mod) {
-		c.module = mod.Copy()
+	// The module is compiled as written first: what OPA compiled is what
+	// the readings are made on (see analyse), and the module the query
+	// runs unless a guarded rewrite of it is proven.
+	compiler, compiled, err := compileModule(c.filename, mod.Copy())
+	if err != nil {
+		return nil, err
 	}
-
-	compiler := newCompiler()
-	if compiler.Compile(map[string]*ast.Module{c.filename: mod}); compiler.Failed() {
-		return nil, compileError(c.filename, compiler.Errors)
+	a := analyse(mod, compiled)
+	c.needsObjects, c.reads = a.needsObjects, a.reads
+	source := mod
+	if keys := guardKeys(mod, compiled, c.reads); len(keys) > 0 {
+		g := mod.Copy()
+		for _, key := range keys {
+			rewriteReads(g, key)
+		}
+		if gc, gm, err := compileModule(c.filename, g.Copy()); err == nil && guardProven(gm, keys) {
+			compiler, source, c.guarded = gc, g, keys
+		}
+	}
+	if a.combinable {
+		c.module = source
 	}
 	query := make(ast.Body, len(c.rules))
 	for i, r := range c.rules {
@@ -211,6 +222,16 @@ func prepareQuery(ctx context.Context, compiler *ast.Compiler, query ast.Body) (
 		readBuiltinOption,
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
 	).PrepareForEval(ctx)
+}
+
+// compileModule compiles one module alone, as the policy's query runs it,
+// and returns the compiler and the module as compiled.
+func compileModule(filename string, mod *ast.Module) (*ast.Compiler, *ast.Module, error) {
+	compiler := newCompiler()
+	if compiler.Compile(map[string]*ast.Module{filename: mod}); compiler.Failed() {
+		return nil, nil, compileError(filename, compiler.Errors)
+	}
+	return compiler, compiler.Modules[filename], nil
 }
 
 func newCompiler() *ast.Compiler {

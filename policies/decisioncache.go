@@ -288,6 +288,16 @@ func reviewKey(r *Review, set *Set) (cacheKey, bool) {
 			return cacheKey{}, false
 		}
 	}
+	// Whether a guarded key is there at all is part of the base: OPA reads
+	// a ref before the call that guards it, so an absent key fails the
+	// expression without calling it.
+	for _, g := range guarded {
+		present := byte('-')
+		if obj.Get(ast.StringTerm(g)) != nil {
+			present = '+'
+		}
+		buf = append(buf, present)
+	}
 	k := cacheKey{base: sha256.Sum256(buf)}
 	k.full = sha256.Sum256(append(append(buf, 'g'), rest...))
 	return k, true

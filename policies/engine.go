@@ -203,13 +203,14 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		}
 	})
 	defer stop()
-	// A review is cached when no policy that applies may read the raw
-	// objects, and only under the engine's own Set (not a ratcheting
-	// subset of it, which would drop the entries of the whole one).
+	// A review is cached when every policy that applies was read to the
+	// end (which keys of the view it reads, and not the raw objects), and
+	// only under the engine's own Set (not a ratcheting subset of it, which
+	// would drop the entries of the whole one).
 	var key cacheKey
 	var guarded *guardedReads
 	cached := e.cache != nil && set == e.set.Load() &&
-		!slices.ContainsFunc(matched, func(i int) bool { return set.policies[i].needsObjects })
+		!slices.ContainsFunc(matched, func(i int) bool { return !set.policies[i].cacheable() })
 	if cached {
 		key, cached = reviewKey(&r, set)
 	}
@@ -276,6 +277,12 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	}
 	return d
 }
+
+// cacheable reports whether the policy's decisions may be cached: the
+// analysis proved which keys of the view it reads, and that it reads
+// neither raw object. A policy it could not read to the end gets the whole
+// view and is evaluated on every review.
+func (c *Compiled) cacheable() bool { return !c.needsObjects && !c.reads.all }
 
 // errPanic marks an evaluation that panicked.
 var errPanic = errors.New("panic during evaluation")

@@ -70,23 +70,25 @@ var readBuiltinDecl = &ast.Builtin{Name: readBuiltin.Name, Decl: readBuiltin.Dec
 // only the rewrite may.
 func callsReadBuiltin(mod *ast.Module) bool {
 	found := false
-	ast.WalkRefs(mod, func(r ast.Ref) bool {
-		found = found || r.HasPrefix(readBuiltinRef)
+	walker(func(_ *ast.GenericVisitor, x any) bool {
+		if r, ok := x.(ast.Ref); ok && r.HasPrefix(readBuiltinRef) {
+			found = true
+		}
 		return found
-	})
+	}).Walk(mod)
 	return found
 }
 
-// guardReads rewrites mod's reads of the guarded keys it reads only
-// through guardable refs, and returns those keys. mod is changed in place.
-func guardReads(mod *ast.Module, r reads) []string {
+// guardKeys returns the guarded keys whose every read, in the module as
+// written and as compiled, can be rewritten into a readBuiltin call. The
+// rewrite itself is proven on what OPA compiles of it (guardProven).
+func guardKeys(src, compiled *ast.Module, r reads) []string {
 	if r.all {
 		return nil
 	}
 	var out []string
 	for _, key := range guardedKeys {
-		if r.has(key) && guardable(mod, key) {
-			rewriteReads(mod, key)
+		if r.has(key) && guardable(src, key) && guardable(compiled, key) {
 			out = append(out, key)
 		}
 	}
@@ -127,12 +129,12 @@ func guardable(mod *ast.Module, key string) bool {
 	// OPA evaluates a call's arguments before the expression that holds
 	// it: in a negation, the read would move outside the not, where an
 	// absent key fails the rule instead of satisfying the not.
-	ast.WalkExprs(mod, func(e *ast.Expr) bool {
-		if e.Negated && readsKey(e, key) {
+	walker(func(_ *ast.GenericVisitor, x any) bool {
+		if e, isExpr := x.(*ast.Expr); isExpr && negates(e) && readsKey(e, key) {
 			ok = false
 		}
 		return !ok
-	})
+	}).Walk(mod)
 	ast.WalkWiths(mod, func(w *ast.With) bool {
 		if ref, isRef := w.Target.Value.(ast.Ref); isRef && ref[0].Value.Compare(inputVar) == 0 {
 			ok = false
@@ -152,14 +154,26 @@ func guardable(mod *ast.Module, key string) bool {
 	return ok
 }
 
+// negates reports whether e is negated or holds a negation of its own (a
+// not block, or the logical forms that may hold one).
+func negates(e *ast.Expr) bool {
+	switch e.Terms.(type) {
+	case *ast.Not, *ast.LogicalAnd, *ast.LogicalOr:
+		return true
+	}
+	return e.Negated
+}
+
 // readsKey reports whether x holds the ref input.workload.<key>.
 func readsKey(x any, key string) bool {
 	found := false
-	ast.WalkRefs(x, func(r ast.Ref) bool {
-		_, prefix := guardedRef(r, key)
-		found = found || prefix
+	walker(func(_ *ast.GenericVisitor, x any) bool {
+		if r, ok := x.(ast.Ref); ok {
+			_, prefix := guardedRef(r, key)
+			found = found || prefix
+		}
 		return found
-	})
+	}).Walk(x)
 	return found
 }
 
@@ -177,8 +191,7 @@ func mentionsInput(x any) bool {
 // bodies, keys, values and else branches) by a readBuiltin call on it.
 func rewriteReads(mod *ast.Module, key string) {
 	keyTerm := ast.StringTerm(key)
-	var vis *ast.GenericVisitor
-	vis = ast.NewGenericVisitor(func(x any) bool {
+	vis := walker(func(_ *ast.GenericVisitor, x any) bool {
 		t, ok := x.(*ast.Term)
 		if !ok {
 			return false

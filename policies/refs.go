@@ -27,8 +27,7 @@ func readsObjects(mod *ast.Module) bool {
 // input.workload[input.object.kind].
 func eachInputUse(mod *ast.Module, use func(ast.Ref) bool) {
 	stop := false
-	var vis *ast.GenericVisitor
-	vis = ast.NewGenericVisitor(func(x any) bool {
+	walker(func(vis *ast.GenericVisitor, x any) bool {
 		if stop {
 			return true
 		}
@@ -54,8 +53,7 @@ func eachInputUse(mod *ast.Module, use func(ast.Ref) bool) {
 			return true
 		}
 		return false
-	})
-	vis.Walk(mod)
+	}).Walk(mod)
 }
 
 // reads is which top-level keys of input.workload some policies may read:
