@@ -203,9 +203,8 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		}
 	})
 	defer stop()
-	// A review is cached when every policy that applies was read to the
-	// end (which keys of the view it reads, and not the raw objects), and
-	// only under the engine's own Set (not a ratcheting subset of it, which
+	// A review is cached when no policy that applies may read the raw
+	// objects, and only under the engine's own Set (not a ratcheting subset of it, which
 	// would drop the entries of the whole one).
 	var key cacheKey
 	var guarded *guardedReads
@@ -278,11 +277,12 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	return d
 }
 
-// cacheable reports whether the policy's decisions may be cached: the
-// analysis proved which keys of the view it reads, and that it reads
-// neither raw object. A policy it could not read to the end gets the whole
-// view and is evaluated on every review.
-func (c *Compiled) cacheable() bool { return !c.needsObjects && !c.reads.all }
+// cacheable reports whether the policy's decisions may be cached: it
+// provably reads neither raw object. A policy whose reads of the view the
+// analysis could not name gets the whole view, and its decisions are keyed
+// by every field of it (View.AppendKey of every key), with no guard: a key
+// that relies on no reading of the module.
+func (c *Compiled) cacheable() bool { return !c.needsObjects }
 
 // errPanic marks an evaluation that panicked.
 var errPanic = errors.New("panic during evaluation")
