@@ -1,7 +1,5 @@
 package policies
 
-import "strings"
-
 // RatchetedPrefix leads the warning a ratcheted denial becomes:
 // "[policy] existing violation, not introduced by this update: message".
 const RatchetedPrefix = "existing violation, not introduced by this update: "
@@ -54,17 +52,19 @@ func (d Decision) RatchetSet(set *Set) *Set {
 // Ratchet lifts the denials of an UPDATE that the old object had too, as
 // Kubernetes ratchets CRD validation (KEP-4008): each deny message of a
 // ratcheting policy whose key the same policy also gave the old object
-// moves from Deny to Ratcheted. A violation's key is its policy and its
-// message with the object's name left out (name, when not empty), so that
-// a message naming the object still matches. A new violation, one of
-// another policy, or any under a policy with NoRatchet, still denies. It
-// returns how many denials it lifted.
-func (d *Decision) Ratchet(old Decision, name string) int {
+// moves from Deny to Ratcheted. A violation's key is its policy's source
+// and name and its message as written: an UPDATE cannot change the
+// object's name, so a message naming it is the same on both sides, and a
+// new violation that differs from an old one only where the name appears
+// is a new one. A new violation, one of another policy, or any under a
+// policy with NoRatchet, still denies. It returns how many denials it
+// lifted.
+func (d *Decision) Ratchet(old Decision) int {
 	had := map[string]bool{}
 	for i := range old.Results {
 		o := &old.Results[i]
 		for _, v := range o.Deny {
-			had[violationKey(o.Source, o.Policy, v.Msg, name)] = true
+			had[violationKey(o.Source, o.Policy, v.Msg)] = true
 		}
 	}
 	lifted := 0
@@ -75,7 +75,7 @@ func (d *Decision) Ratchet(old Decision, name string) int {
 		}
 		kept := r.Deny[:0:0]
 		for _, v := range r.Deny {
-			if had[violationKey(r.Source, r.Policy, v.Msg, name)] {
+			if had[violationKey(r.Source, r.Policy, v.Msg)] {
 				r.Ratcheted = append(r.Ratcheted, v)
 				lifted++
 				continue
@@ -88,9 +88,6 @@ func (d *Decision) Ratchet(old Decision, name string) int {
 }
 
 // violationKey identifies a violation across the old and new object.
-func violationKey(source, policy, msg, name string) string {
-	if name != "" {
-		msg = strings.ReplaceAll(msg, name, "")
-	}
+func violationKey(source, policy, msg string) string {
 	return source + "\x00" + policy + "\x00" + msg
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // An UPDATE keeps a violation the old object had (same policy, same
-// message but for the object's name) as a warning; a new violation, one
+// message) as a warning; a new violation, one
 // that got worse, and any under a policy that does not ratchet still deny.
 func TestRatchet(t *testing.T) {
 	maxGPUs := module(
@@ -47,7 +47,7 @@ func TestRatchet(t *testing.T) {
 
 	// A label changed: the same 8 GPUs.
 	d := eval("gpu8", 8, "vllm/vllm-openai:v0.6.0")
-	if n := d.Ratchet(old, "gpu8"); n != 1 {
+	if n := d.Ratchet(old); n != 1 {
 		t.Errorf("lifted %d denials, want 1 (max-gpus; strict-gpus does not ratchet)", n)
 	}
 	if got, want := d.Denials(), []string{"[strict-gpus] gpu8 asks for 8 GPUs, more than 4"}; !slices.Equal(got, want) {
@@ -63,17 +63,18 @@ func TestRatchet(t *testing.T) {
 		}
 	}
 
-	// The object's name is left out of the key.
-	if violationKey("test", "max-gpus", "gpu8 asks for 8 GPUs", "gpu8") != violationKey("test", "max-gpus", "gpu9 asks for 8 GPUs", "gpu9") {
-		t.Error("two messages differing only by the object's name have different keys")
-	}
-	if violationKey("test", "max-gpus", "m", "") == violationKey("test", "other", "m", "") {
+	// Messages are compared as written: the same message of two policies
+	// has two keys.
+	if violationKey("test", "max-gpus", "m") == violationKey("test", "other", "m") {
 		t.Error("the same message of two policies has one key")
+	}
+	if violationKey("test", "max-gpus", "m") == violationKey("directory", "max-gpus", "m") {
+		t.Error("the same message of two sources' policies has one key")
 	}
 
 	// Worse (16 GPUs: another message) and a new violation: both deny.
 	d = eval("gpu8", 16, "vllm/vllm-openai:latest")
-	if n := d.Ratchet(old, "gpu8"); n != 0 {
+	if n := d.Ratchet(old); n != 0 {
 		t.Errorf("lifted %d denials of new violations", n)
 	}
 	want := []string{
@@ -88,5 +89,42 @@ func TestRatchet(t *testing.T) {
 	// Nothing to lift: a decision without denials is not ratchetable.
 	if eval("small", 1, "vllm/vllm-openai:v0.6.0").Ratchetable() {
 		t.Error("an allowed decision is ratchetable")
+	}
+}
+
+// A new violation whose message differs from an old one only where the
+// object's name appears is new (issue 42): Deployment llama has a
+// privileged GPU container vllm, and the UPDATE adds a second one named
+// vllmllama. Were the name left out of the key, "vllmllama" would read as
+// "vllm" and the new violation would pass as the old.
+func TestRatchetKeepsTheName(t *testing.T) {
+	noPriv := module(
+		"package modelgate",
+		"deny contains sprintf(\"%s: privileged GPU container %s\", [input.workload.name, c.name]) if {",
+		"	some c in input.workload.containers",
+		"	c.privileged",
+		"	c.gpus > 0",
+		"}",
+	)
+	e := NewEngine(Options{})
+	e.Swap(NewSet(mustCompile(t, Policy{Name: "no-privileged-gpu", Source: "test", Module: noPriv})))
+	eval := func(containers ...string) Decision {
+		w := gpuWorkload()
+		w["name"] = "llama"
+		var cs []any
+		for _, name := range containers {
+			cs = append(cs, map[string]any{"name": name, "privileged": true, "gpus": 1})
+		}
+		w["containers"] = cs
+		return e.Evaluate(context.Background(), Review{Workload: toValue(t, w)})
+	}
+	old := eval("vllm")
+	d := eval("vllm", "vllmllama")
+	if n := d.Ratchet(old); n != 1 {
+		t.Errorf("lifted %d denials, want 1 (the existing vllm)", n)
+	}
+	want := []string{"[no-privileged-gpu] llama: privileged GPU container vllmllama"}
+	if got := d.Denials(); !slices.Equal(got, want) {
+		t.Errorf("denials %q, want %q", got, want)
 	}
 }

@@ -159,7 +159,7 @@ func (v *AIInferenceValidator) ratchet(ctx context.Context, deadline time.Time, 
 		Raw:             req.OldObject.Raw,
 	})
 	w.Set = d.RatchetSet(set)
-	d.Ratchet(v.Policies.Check(ctx, w), old.Name)
+	d.Ratchet(v.Policies.Check(ctx, w))
 }
 
 // policyVerdict is policyResponse for a typed validator: the warnings, a

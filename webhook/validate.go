@@ -188,7 +188,7 @@ func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admiss
 	oldReq.Object, oldReq.OldObject = req.OldObject, runtime.RawExtension{}
 	w := h.workload(oldReq, prev, nsLabels)
 	w.Set = d.RatchetSet(set)
-	d.Ratchet(h.checker.Check(ctx, w), obj.target.Object.Name)
+	d.Ratchet(h.checker.Check(ctx, w))
 }
 
 // unjudgedUpdate says why an UPDATE is not judged by the policies, empty
