@@ -182,18 +182,56 @@ func decisionSize(d Decision) int64 {
 		r := &d.Results[i]
 		for _, vs := range [][]Violation{r.Deny, r.Warn} {
 			for _, v := range vs {
-				n += int64(unsafe.Sizeof(v)) + int64(len(v.Msg))
-				if v.Details != nil {
-					b, err := json.Marshal(v.Details)
-					if err != nil {
-						return 1 << 62 // not kept
-					}
-					n += 2 * int64(len(b))
-				}
+				n += int64(unsafe.Sizeof(v)) + int64(len(v.Msg)) + valueSize(v.Details)
 			}
 		}
 	}
 	return n
+}
+
+// Heap costs of the Go values ast.JSON makes of a message's details, as
+// TestDecisionSizeDetails measures them against the live heap: a map's
+// header and table, and per item its slot (key and value) and a share of
+// the table's spare room; a slice's header and backing array; a string,
+// number or bool boxed in an interface. A string's bytes are counted
+// though they are often shared with the review's input (a label copied
+// into details), so the estimate errs high.
+const (
+	mapOverhead  = 128
+	mapPerItem   = 56
+	sliceHeader  = 24
+	sliceItem    = 16
+	boxedString  = 16
+	boxedScalar  = 8
+	sizeAllocTop = 16 // rounding of each allocation to its size class
+)
+
+// valueSize estimates the live heap held by v, a value ast.JSON returned
+// (maps, slices, strings, json.Number, bool, nil), beyond the interface
+// holding it.
+func valueSize(v any) int64 {
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case map[string]any:
+		n := int64(mapOverhead + sizeAllocTop)
+		for k, x := range v {
+			n += mapPerItem + int64(len(k)) + sizeAllocTop + valueSize(x)
+		}
+		return n
+	case []any:
+		n := int64(sliceHeader + sizeAllocTop + sliceItem*cap(v))
+		for _, x := range v {
+			n += valueSize(x)
+		}
+		return n
+	case string:
+		return boxedString + int64(len(v))
+	case json.Number:
+		return boxedString + int64(len(v))
+	default:
+		return boxedScalar
+	}
 }
 
 // clone copies the decision's results and their violation slices; the

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
@@ -424,4 +426,55 @@ func TestGuardedReadsKeepTheAnswers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The cache's bound counts what its decisions hold: a policy that copies
+// the workload's labels into its details is measured against the live heap
+// the cache keeps (issue 42: the estimate was twice the details' JSON, a
+// fraction of their maps' heap, so such a cache outgrew its bound).
+func TestDecisionSizeDetails(t *testing.T) {
+	for name, label := range map[string]string{"short labels": "l%d", "long labels": "example.com/label-%d"} {
+		t.Run(name, func(t *testing.T) { measureDetails(t, label) })
+	}
+}
+
+func measureDetails(t *testing.T, label string) {
+	const n = 1500
+	ctx := context.Background()
+	c := mustCompile(t, Policy{Name: "copies", Module: module("package copies", "",
+		`deny contains {"msg": "labelled", "details": {"labels": input.workload.labels, "names": [c.name | some c in input.workload.containers]}} if true`)})
+	views := make([]*ObjectView, n)
+	for i := range views {
+		wl := gpuWorkload()
+		labels := map[string]any{}
+		for j := range 40 {
+			labels[fmt.Sprintf(label, j)] = fmt.Sprintf("v%d-%d", i, j)
+		}
+		wl["labels"] = labels
+		views[i] = NewObjectView(toValue(t, wl).(ast.Object))
+	}
+	cache := NewDecisionCache(1 << 40)
+	e := NewEngine(Options{Cache: cache})
+	e.Swap(NewSet(c))
+	e.Evaluate(ctx, Review{Kind: "Pod", Namespace: "a", View: views[0]})
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, v := range views[1:] {
+		e.Evaluate(ctx, Review{Kind: "Pod", Namespace: "a", View: v})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	st := cache.Stats()
+	if st.Entries != n {
+		t.Fatalf("%d entries, want %d", st.Entries, n)
+	}
+	heap := float64(after.HeapAlloc-before.HeapAlloc) / float64(n-1)
+	estimated := float64(st.Bytes) / float64(n)
+	t.Logf("per entry: live heap %.0f B, estimated %.0f B", heap, estimated)
+	if estimated < 0.9*heap || estimated > 1.6*heap {
+		t.Errorf("estimated %.0f B per entry against a live heap of %.0f B: want within 0.9x to 1.6x", estimated, heap)
+	}
+	runtime.KeepAlive(views)
+	runtime.KeepAlive(e)
 }
