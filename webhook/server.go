@@ -61,8 +61,15 @@ func NewManager(rc *rest.Config, cfg *config.Configuration, extensions ...Extens
 	if rotator != nil {
 		tlsOpts = append(tlsOpts, servingCertificate(rotator))
 	}
+	auth, err := newClientAuth(cfg.Webhook, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if auth != nil {
+		tlsOpts = append(tlsOpts, auth.tlsOption)
+	}
 	d := &drain{period: cfg.DrainPeriod.Duration}
-	server := newWebhookServer(cfg, d, tlsOpts)
+	server := withClientAuth(newWebhookServer(cfg, d, tlsOpts), auth, cfg.Webhook)
 	metrics, clientCA, err := metricsOptions(cfg.Metrics)
 	if err != nil {
 		return nil, err
@@ -94,6 +101,9 @@ func NewManager(rc *rest.Config, cfg *config.Configuration, extensions ...Extens
 		if err := addRotator(mgr, rotator); err != nil {
 			return nil, err
 		}
+	}
+	if err := addClientAuth(mgr, auth); err != nil {
+		return nil, err
 	}
 	if clientCA != nil {
 		if err := mgr.Add(clientCA); err != nil {

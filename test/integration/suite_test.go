@@ -75,6 +75,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	testEnv, err = env.New(root)
 	Expect(err).NotTo(HaveOccurred())
+	// The API server presents a client certificate to the webhooks at one
+	// address (admission_clientcert_test.go).
+	apiServerClient = presentAdmissionClientCertificate(testEnv)
 
 	started := time.Now()
 	adminCfg, err = testEnv.Start()

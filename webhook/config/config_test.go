@@ -142,6 +142,12 @@ func TestValidate(t *testing.T) {
 		"metrics client CA at a relative path": {
 			edit: func(c *config.Configuration) { c.Metrics.ClientCAFile = "metrics-client-ca/ca.crt" }, wantFields: []string{"metrics.clientCAFile"},
 		},
+		"webhook client CA": {
+			edit: func(c *config.Configuration) { c.Webhook.ClientCAFile = "/etc/modelgate-webhook-client-ca/ca.crt" },
+		},
+		"webhook client CA at a relative path": {
+			edit: func(c *config.Configuration) { c.Webhook.ClientCAFile = "webhook-client-ca/ca.crt" }, wantFields: []string{"webhook.clientCAFile"},
+		},
 		"cache wait at the limit, with an evaluation that still fits": {edit: func(c *config.Configuration) {
 			c.Injection.NamespaceCacheWait.Duration, c.Policy.EvaluationTimeout.Duration = 3*time.Second, 1500*time.Millisecond
 		}},
@@ -397,6 +403,17 @@ func TestValidateClientCAFileMessage(t *testing.T) {
 				t.Errorf("Validate() = %v\nwant [%s]", errs, tc.want)
 			}
 		})
+	}
+}
+
+// webhook.clientCAFile's error names the field and the value, and says
+// what is accepted.
+func TestValidateWebhookClientCAFileMessage(t *testing.T) {
+	c := config.New()
+	c.Webhook.ClientCAFile = "ca/ca.crt"
+	want := `webhook.clientCAFile: Invalid value: "ca/ca.crt": must be an absolute path`
+	if errs := c.Validate(); len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("Validate() = %v\nwant [%s]", errs, want)
 	}
 }
 

@@ -94,6 +94,19 @@ type WebhookServer struct {
 	// and stream-multiplexing attacks (CVE-2023-44487, CVE-2023-39325) make
 	// HTTP/1.1 the safer default for a server every API call may touch.
 	EnableHTTP2 bool `json:"enableHTTP2,omitempty"`
+	// ClientCAFile is the absolute path of a PEM CA bundle. Set, the
+	// server requires every caller to present a client certificate, for
+	// client authentication, that the bundle signed, and refuses any other
+	// in the TLS handshake, before reading a byte of its request: only the
+	// API server, given such a certificate in its admission configuration
+	// (--admission-control-config-file), reaches the webhooks. The check
+	// is per connection, so it covers every path of the port, /convert
+	// included, which the API server calls without a client certificate
+	// (kubernetes/kubernetes#131810): with it set, AIInferences can only be
+	// read and written as v1, their stored version. The file is read again
+	// when it changes. Empty (the default) authenticates no caller
+	// (docs/operations.md, "Only the API server calls the webhooks").
+	ClientCAFile string `json:"clientCAFile,omitempty"`
 }
 
 // Endpoint is a plain-HTTP listener.

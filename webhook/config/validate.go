@@ -31,6 +31,9 @@ func (c *Configuration) Validate() field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(w.Child("tlsMinVersion"), c.Webhook.TLSMinVersion, TLSMinVersions))
 	}
+	if f := c.Webhook.ClientCAFile; f != "" && !filepath.IsAbs(f) {
+		errs = append(errs, field.Invalid(w.Child("clientCAFile"), f, "must be an absolute path"))
+	}
 	errs = append(errs, validateBindAddress(field.NewPath("metrics", "bindAddress"), c.Metrics.BindAddress)...)
 	errs = append(errs, validateClientCAFile(&c.Metrics, field.NewPath("metrics", "clientCAFile"))...)
 	errs = append(errs, validateBindAddress(field.NewPath("health", "bindAddress"), c.Health.BindAddress)...)

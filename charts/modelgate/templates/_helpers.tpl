@@ -42,7 +42,8 @@ caBundle: {{ .Values.certificates.files.caBundle }}
 {{- end }}
 
 {{/* The Configuration: files/configuration.yaml, the values' configuration
-over it, certificates.mode and the namespace. */}}
+over it, certificates.mode, the namespace and, with
+webhook.clientCA.configMap, webhook.clientCAFile. */}}
 {{- define "modelgate.configuration" -}}
 {{- $cfg := .Files.Get "files/configuration.yaml" | fromYaml -}}
 {{- $cfg = mustMergeOverwrite $cfg (deepCopy .Values.configuration) -}}
@@ -50,5 +51,20 @@ over it, certificates.mode and the namespace. */}}
 {{- $certs := $cfg.certificates | default dict -}}
 {{- $_ := set $certs "mode" (include "modelgate.certificatesMode" .) -}}
 {{- $_ := set $cfg "certificates" $certs -}}
+{{- if .Values.webhook.clientCA.configMap -}}
+{{- $webhook := $cfg.webhook | default dict -}}
+{{- $_ := set $webhook "clientCAFile" (include "modelgate.webhookClientCAFile" .) -}}
+{{- $_ := set $cfg "webhook" $webhook -}}
+{{- end -}}
 {{- toYaml $cfg -}}
+{{- end }}
+
+{{/* Where the webhook.clientCA.configMap's bundle is mounted. */}}
+{{- define "modelgate.webhookClientCADir" -}}
+/etc/modelgate-webhook-client-ca
+{{- end }}
+
+{{/* The bundle's file: the Configuration's webhook.clientCAFile. */}}
+{{- define "modelgate.webhookClientCAFile" -}}
+{{ include "modelgate.webhookClientCADir" . }}/ca.crt
 {{- end }}
