@@ -13,5 +13,6 @@
 // converted input among the policies, and a Store merges the policies of
 // several sources (a DirSource, the WorkloadPolicy resources) and swaps a
 // new Set into the Engine atomically after every change. RunTests runs
-// _test.rego files with OPA's tester.
+// _test.rego files with OPA's tester, and judges every input a test gives
+// its policy again on the Engine, against OPA's answer.
 package policies

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +30,9 @@ type TestResult struct {
 	Output string
 	// Duration is how long the test took.
 	Duration time.Duration
+	// Differences are the inputs of a test that held on which the
+	// admission path answers otherwise than OPA; a test with any fails.
+	Differences []Difference
 }
 
 // TestSummary is the outcome of RunTests.
@@ -59,9 +61,20 @@ func (s TestSummary) String() string {
 // policy beside it runs alone. Every policy is also checked with Compile,
 // so one that breaks the contract fails the run even without tests.
 //
+// Every input a passing test gives its policy (with input as ..., or with
+// on part of input) is judged again as the cluster judges it, with the
+// run's other policies (testadmission.go); where the answer differs from
+// OPA's the test fails, with the Differences.
+//
 // The error joins the files that could not be read or compiled (the
 // tests of a broken policy are not run); the summary covers the rest.
 func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
+	return runTests(ctx, fsys, nil)
+}
+
+// runTests is RunTests with the View the admission check gives policies;
+// nil is NewObjectView, as the engine's.
+func runTests(ctx context.Context, fsys fs.FS, view func(ast.Object) View) (TestSummary, error) {
 	type group struct{ policy, test string }
 	groups := map[string]*group{}
 	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
@@ -86,32 +99,47 @@ func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
 	}
 	var sum TestSummary
 	var errs []error
+	check := newAdmissionCheck(view)
+	var runs []testRun // runs[i] is sum.Results[i]'s
 	for _, key := range slices.Sorted(maps.Keys(groups)) {
 		g := groups[key]
 		mods := map[string]*ast.Module{}
 		var failed bool
+		var policy string
 		for _, file := range []string{g.policy, g.test} {
 			if file == "" {
 				continue
 			}
-			mod, err := parseFile(ctx, fsys, file, file == g.policy)
+			mod, p, err := parseFile(ctx, fsys, file, key, file == g.policy)
 			if err != nil {
 				errs = append(errs, err)
 				failed = true
 				continue
 			}
 			mods[file] = mod
+			if p.compiled != nil {
+				check.add(p.policy, p.compiled)
+				policy = key
+			}
 		}
 		if failed || g.test == "" {
 			continue
 		}
-		results, err := runGroup(ctx, mods)
+		if err := instrumentTests(mods[g.test]); err != nil {
+			errs = append(errs, &FileError{File: g.test, Err: err})
+			continue
+		}
+		results, inputs, err := runGroup(ctx, mods)
 		if err != nil {
 			errs = append(errs, compileErrors(err, g.test)...)
 			continue
 		}
 		sum.Results = append(sum.Results, results...)
+		for _, in := range inputs {
+			runs = append(runs, testRun{policy: policy, inputs: in})
+		}
 	}
+	check.judgeAll(ctx, sum.Results, runs)
 	slices.SortFunc(sum.Results, func(a, b TestResult) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Row, b.Row), cmp.Compare(a.Name, b.Name))
 	})
@@ -130,42 +158,59 @@ func RunTests(ctx context.Context, fsys fs.FS) (TestSummary, error) {
 	return sum, errors.Join(errs...)
 }
 
+// parsed is a parsed policy, compiled (with no parameters) under the name
+// key, the path of its file without .rego; both are zero for a test file.
+type parsed struct {
+	policy   Policy
+	compiled *Compiled
+}
+
 // parseFile reads and parses one module; a policy is also checked against
 // the contract with Compile.
-func parseFile(ctx context.Context, fsys fs.FS, file string, policy bool) (*ast.Module, error) {
+func parseFile(ctx context.Context, fsys fs.FS, file, key string, policy bool) (*ast.Module, parsed, error) {
+	var p parsed
 	src, err := fs.ReadFile(fsys, file)
 	if err != nil {
-		return nil, &FileError{File: file, Err: err}
+		return nil, p, &FileError{File: file, Err: err}
 	}
 	if policy {
-		name := strings.TrimSuffix(path.Base(file), ".rego")
-		if _, err := Compile(ctx, Policy{Name: name, Filename: file, Module: string(src)}); err != nil {
-			return nil, &FileError{File: file, Err: err}
+		p.policy = Policy{Name: key, Filename: file, Module: string(src)}
+		if p.compiled, err = Compile(ctx, p.policy); err != nil {
+			return nil, p, &FileError{File: file, Err: err}
 		}
 	}
 	mod, err := ast.ParseModuleWithOpts(file, string(src), ast.ParserOptions{RegoVersion: ast.RegoV1})
 	if err != nil {
-		return nil, &FileError{File: file, Err: compileError(file, err)}
+		return nil, parsed{}, &FileError{File: file, Err: compileError(file, err)}
 	}
 	if mod == nil {
-		return nil, &FileError{File: file, Err: errors.New("empty module")}
+		return nil, parsed{}, &FileError{File: file, Err: errors.New("empty module")}
 	}
-	return mod, nil
+	return mod, p, nil
 }
 
-func runGroup(ctx context.Context, mods map[string]*ast.Module) ([]TestResult, error) {
+// runGroup runs the tests of the modules, and returns each test's result
+// and the inputs it gave (see instrumentTests).
+func runGroup(ctx context.Context, mods map[string]*ast.Module) ([]TestResult, [][]captured, error) {
+	caps := newCaptures()
 	ch, err := tester.NewRunner().
-		SetCompiler(newCompiler().WithEnablePrintStatements(true)).
+		SetCompiler(ast.NewCompiler().
+			WithCapabilities(testCapabilities()).
+			WithDefaultRegoVersion(ast.RegoV1).
+			WithEnablePrintStatements(true)).
+		AddCustomBuiltins(caps.builtins()).
 		CapturePrintOutput(true).
 		SetModules(mods).
 		RunTests(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []TestResult
+	var ids []string
 	for r := range ch {
 		tr := TestResult{Package: r.Package, Name: r.Name, Err: r.Error,
 			Output: string(r.Output), Duration: r.Duration}
+		ids = append(ids, testID(r.Location))
 		if r.Location != nil {
 			tr.File, tr.Row = r.Location.File, r.Location.Row
 		}
@@ -181,7 +226,11 @@ func runGroup(ctx context.Context, mods map[string]*ast.Module) ([]TestResult, e
 		}
 		out = append(out, tr)
 	}
-	return out, nil
+	inputs := make([][]captured, len(ids))
+	for i, id := range ids {
+		inputs[i] = caps.of(id)
+	}
+	return out, inputs, nil
 }
 
 // compileErrors splits OPA's errors by file into one *FileError each.

@@ -21,10 +21,13 @@ const testUsage = `Usage: modelgate test PATH...
 
 Runs, under each directory PATH (recursively), every <name>_test.rego with
 its policy <name>.rego, and every declarative case file *.cases.yaml
-through the webhook's code; a PATH may also be one case file. Prints one
-line per test (PASS, FAIL, ERROR or SKIP) and a summary, "N passed, N
-failed". Exit status: 0 when every test passed, 1 when one failed, 2 when a
-file could not be read or loaded, or a test could not be run.
+through the webhook's code; a PATH may also be one case file. Every input
+a Rego test gives its policy is judged again as the cluster judges it (with
+the other policies, the partial view, the decision cache): a test the
+cluster would answer otherwise fails. Prints one line per test (PASS, FAIL,
+ERROR or SKIP) and a summary, "N passed, N failed". Exit status: 0 when
+every test passed, 1 when one failed, 2 when a file could not be read or
+loaded, or a test could not be run.
 `
 
 // tally counts the tests run; it prints as policies.TestSummary does,
@@ -112,7 +115,12 @@ func (t *tester) rego(ctx context.Context, dir string) {
 		case "fail":
 			t.Failed++
 			fmt.Fprintf(t.out, "FAIL %s\n", name)
-			t.detail(fmt.Sprintf("%s:%d: %s.%s is false or undefined", filepath.Join(dir, r.File), r.Row, r.Package, r.Name))
+			if len(r.Differences) == 0 {
+				t.detail(fmt.Sprintf("%s:%d: %s.%s is false or undefined", filepath.Join(dir, r.File), r.Row, r.Package, r.Name))
+			}
+			for _, d := range r.Differences {
+				t.detail(difference(filepath.Join(dir, r.File), d))
+			}
 			t.detail(r.Output)
 		case "skip":
 			t.Skipped++
@@ -138,6 +146,17 @@ func (t *tester) rego(ctx context.Context, dir string) {
 		}
 		t.errorf(file, err)
 	}
+}
+
+// difference describes an input of a test the cluster would judge
+// otherwise than OPA did: where the test gave it, the two answers, and the
+// input.
+func difference(file string, d policies.Difference) string {
+	s := fmt.Sprintf("%s:%d: %s\n  input: %s", file, d.Row, d.Message(), d.Input)
+	if d.Note != "" {
+		s += "\n  note: " + d.Note
+	}
+	return s
 }
 
 // caseFile runs one declarative case file.
