@@ -30,8 +30,9 @@ import (
 )
 
 // The claim template controller watches the Pods that carry
-// gpuclaim.TemplateLabel and creates the templates they name; it deletes
-// its own templates once no Pod has named them for a while.
+// gpuclaim.TemplateLabel and creates the templates they name, sealed; it
+// deletes its own templates (those whose seal verifies) once no Pod has
+// named them for a while.
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
@@ -51,6 +52,11 @@ const ClaimTemplateIdle = 10 * time.Minute
 // Only a Pod whose seal verifies is believed: the template is built from
 // what its sealed injection record says, and only when that gives the name
 // the Pod's claim and label carry. A label written by hand makes nothing.
+//
+// Likewise, only a template whose gpuclaim.SealAnnotation verifies is
+// deleted: the controller seals each template it creates, and a template
+// that carries the managed-by label without that seal (one a user wrote,
+// or one an older modelgate made) is left alone.
 type ClaimTemplateReconciler struct {
 	// Client creates and deletes templates, and reads them from the
 	// manager's cache.
@@ -60,7 +66,8 @@ type ClaimTemplateReconciler struct {
 	Pods client.Reader
 	// DRA names the driver's device class, attributes and products.
 	DRA gpuclaim.Options
-	// Seal verifies the Pods' reserved metadata.
+	// Seal verifies the Pods' reserved metadata, and seals and verifies
+	// the templates the controller makes.
 	Seal *seal.Key
 	// Idle is ClaimTemplateIdle unless set (tests).
 	Idle time.Duration
@@ -94,11 +101,15 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req reconcile.R
 	if want != nil {
 		r.forget(req.NamespacedName) // in use: not idle
 		if exists {
-			if !managed(&cur) {
+			switch {
+			case !managed(&cur):
 				log.Info("a template of modelgate's name exists that modelgate did not make; the Pods' claims come from it, and the policies judged them by what it asks for")
+			case !gpuclaim.Sealed(r.Seal, &cur):
+				log.V(1).Info("the template carries modelgate's managed-by label but no seal of modelgate's (written by hand, or by a modelgate before templates were sealed): it will not be deleted")
 			}
 			return reconcile.Result{}, nil
 		}
+		gpuclaim.Seal(r.Seal, want)
 		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return reconcile.Result{}, fmt.Errorf("creating template %s: %w", req, err)
 		}
@@ -107,6 +118,11 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req reconcile.R
 	}
 	if !exists || !managed(&cur) {
 		r.forget(req.NamespacedName)
+		return reconcile.Result{}, nil
+	}
+	if !gpuclaim.Sealed(r.Seal, &cur) {
+		r.forget(req.NamespacedName)
+		log.V(1).Info("leaving the unused template alone: it carries modelgate's managed-by label but no seal of modelgate's (written by hand, or by a modelgate before templates were sealed)")
 		return reconcile.Result{}, nil
 	}
 	if wait := r.idleLeft(req.NamespacedName); wait > 0 {

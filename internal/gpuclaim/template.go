@@ -37,7 +37,9 @@ const (
 	// claim is made from: the controller watches the Pods that carry it
 	// and creates the template where it is missing.
 	TemplateLabel = "resource.modelgate.io/gpu-claim-template"
-	// ManagedByLabel marks the templates modelgate made (value "modelgate").
+	// ManagedByLabel marks the templates modelgate made (value
+	// "modelgate"), for people and for the controller's watch. Anyone can
+	// write it: only SealAnnotation proves that modelgate made a template.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedBy is ManagedByLabel's value.
 	ManagedBy = "modelgate"
@@ -178,7 +180,8 @@ func Name(spec resourcev1.ResourceClaimTemplateSpec) string {
 }
 
 // Template is the template the GPU settings stand for in a namespace,
-// labelled as modelgate's and annotated with what it asks for.
+// labelled as modelgate's and annotated with what it asks for; Seal adds
+// the proof that modelgate made it.
 func Template(namespace string, g annotations.GPUSettings, o Options) (*resourcev1.ResourceClaimTemplate, error) {
 	spec, err := Spec(g, o)
 	if err != nil {

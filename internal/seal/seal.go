@@ -11,6 +11,11 @@
 // namespace. Anyone can copy a sealed template inside a namespace (the seal
 // carries no object name, since one template stamps many objects), but no
 // one without the key can make up an owner or a record.
+//
+// The objects modelgate makes itself (the GPU claims' ResourceClaimTemplates)
+// carry a seal of another kind (SignObject), over their kind, namespace, name
+// and content: modelgate deletes only the objects whose seal proves it made
+// them, never one that merely carries its label.
 package seal
 
 import (
@@ -110,10 +115,30 @@ func (k *Key) Sign(namespace string, m *metav1.ObjectMeta) string {
 	}
 	var mac [macSize]byte
 	k.mac(&mac, namespace, m)
+	return encode(&mac)
+}
+
+// encode renders a MAC as a seal: the version, then the MAC in unpadded
+// base64url.
+func encode(mac *[macSize]byte) string {
 	var out [len(version) + encodedSize]byte
 	copy(out[:], version)
 	base64.RawURLEncoding.Encode(out[len(version):], mac[:])
 	return string(out[:])
+}
+
+// decode is the MAC of a seal encode made; false for anything else.
+func decode(s string, mac *[macSize]byte) bool {
+	if len(s) != len(version)+encodedSize || s[:len(version)] != version {
+		return false
+	}
+	var got [macSize + 2]byte // room for a decoder that writes a little past
+	n, err := base64.RawURLEncoding.Decode(got[:], []byte(s[len(version):]))
+	if err != nil || n != macSize {
+		return false
+	}
+	copy(mac[:], got[:macSize])
+	return true
 }
 
 // Verify reports whether m carries a seal, made with k, of its reserved
@@ -122,21 +147,12 @@ func (k *Key) Verify(namespace string, m *metav1.ObjectMeta) bool {
 	if k == nil || k.pool == nil || m == nil {
 		return false
 	}
-	s := m.Annotations[annotations.Seal]
-	if len(s) <= len(version) || s[:len(version)] != version {
+	var got, want [macSize]byte
+	if !decode(m.Annotations[annotations.Seal], &got) {
 		return false
 	}
-	if len(s) != len(version)+encodedSize {
-		return false
-	}
-	var got [macSize + 2]byte // room for a decoder that writes a little past
-	n, err := base64.RawURLEncoding.Decode(got[:], []byte(s[len(version):]))
-	if err != nil || n != macSize {
-		return false
-	}
-	var want [macSize]byte
 	k.mac(&want, namespace, m)
-	return hmac.Equal(got[:macSize], want[:])
+	return hmac.Equal(got[:], want[:])
 }
 
 // macState is a reusable HMAC and the scratch space of one message.

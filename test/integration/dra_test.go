@@ -21,7 +21,9 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/env"
 	"github.com/modelgate/modelgate/webhook"
 )
 
@@ -175,43 +177,76 @@ var _ = Describe("GPUs through DRA", Ordered, func() {
 	})
 })
 
-// Unused templates go after the idle time; the user's are never touched.
+// Unused templates go after the idle time; the user's are never touched,
+// not even one that carries modelgate's managed-by label (issue 42, item
+// 6): only a template whose seal proves modelgate made it is deleted.
 var _ = Describe("GPU claim template clean-up", func() {
-	It("deletes modelgate's template once no Pod has named it for the idle time, and leaves the user's", func(ctx SpecContext) {
+	It("deletes the template it made once no Pod has named it for the idle time, and leaves the user's, labelled as modelgate's or not", func(ctx SpecContext) {
 		ns := namespace(ctx, nil)
-		mk := func(name string, ours bool) *resourcev1.ResourceClaimTemplate {
-			t := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			if ours {
-				t.Labels = map[string]string{gpuclaim.ManagedByLabel: gpuclaim.ManagedBy}
-			}
+		// The templates are sealed with the key modelgate keeps in its
+		// Secret.
+		var s corev1.Secret
+		Expect(admin.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: webhook.RecordKeySecret}, &s)).To(Succeed())
+		key, err := seal.New(s.Data[webhook.RecordKeyField])
+		Expect(err).NotTo(HaveOccurred())
+
+		By("the suite's modelgate creates, sealed, the template an injected Pod names")
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "server", Annotations: map[string]string{
+			annotations.Inject: "true", annotations.GPU: "1", annotations.GPUProduct: h100, annotations.GPUAllocation: "dra",
+		}}).(*corev1.Pod)
+		Expect(admin.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.ResourceClaims).To(HaveLen(1))
+		ours := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName}}
+		Eventually(func() error { return admin.Get(ctx, client.ObjectKeyFromObject(ours), ours) }).Should(Succeed())
+		Expect(ours.Labels).To(HaveKeyWithValue(gpuclaim.ManagedByLabel, gpuclaim.ManagedBy))
+		Expect(gpuclaim.Sealed(key, ours)).To(BeTrue(), "the template modelgate created, as the API server returns it, carries no valid seal: %v", ours.Annotations)
+		// Unscheduled, the Pod goes at once; then no Pod names the template.
+		Expect(admin.Delete(ctx, pod)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}))
+		}).Should(BeTrue())
+
+		By("the user's templates: one carrying modelgate's managed-by label, one without")
+		mk := func(name string, lbls map[string]string) *resourcev1.ResourceClaimTemplate {
+			t := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbls}}
 			t.Spec.Spec.Devices.Requests = []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", Count: 1}}}
 			Expect(admin.Create(ctx, t)).To(Succeed())
 			return t
 		}
-		ours, users := mk(gpuclaim.TemplatePrefix+"1-aaaaaaaaaa", true), mk(gpuclaim.TemplatePrefix+"1-bbbbbbbbbb", false)
+		labelled := mk(gpuclaim.TemplatePrefix+"1-aaaaaaaaaa", map[string]string{gpuclaim.ManagedByLabel: gpuclaim.ManagedBy})
+		plain := mk(gpuclaim.TemplatePrefix+"1-bbbbbbbbbb", nil)
+
+		// The suite's controller waits out ClaimTemplateIdle (10 minutes):
+		// this one, with the same key, waits a second.
 		const idle = time.Second
-		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Idle: idle}
-		reconcileBoth := func() (ourWait time.Duration) {
+		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Seal: key, Idle: idle}
+		reconcileAll := func() (ourWait time.Duration) {
 			GinkgoHelper()
-			for _, t := range []*resourcev1.ResourceClaimTemplate{ours, users} {
+			for _, t := range []*resourcev1.ResourceClaimTemplate{ours, labelled, plain} {
 				res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(t)})
 				Expect(err).NotTo(HaveOccurred())
 				if t == ours {
 					ourWait = res.RequeueAfter
+				} else {
+					Expect(res.RequeueAfter).To(BeZero(), "%s: the user's template is waited on, as one to delete", t.Name)
 				}
 			}
 			return ourWait
 		}
 		unused := time.Now()
-		Expect(reconcileBoth()).To(BeNumerically(">", 0), "an unused template waits out the idle time")
+		Expect(reconcileAll()).To(BeNumerically(">", 0), "an unused template waits out the idle time")
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "modelgate's template went before the idle time")
 		// Reconciled again until it goes, as its requeues would.
 		Eventually(func() bool {
-			reconcileBoth()
+			reconcileAll()
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(ours), &resourcev1.ResourceClaimTemplate{}))
 		}).WithPolling(100*time.Millisecond).Should(BeTrue(), "modelgate's unused template stayed")
 		Expect(time.Since(unused)).To(BeNumerically(">=", idle), "modelgate's template went before the idle time")
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(users), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "the user's template was deleted")
+		// Once more, past the idle time: the user's still stay.
+		reconcileAll()
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(labelled), &resourcev1.ResourceClaimTemplate{})).To(Succeed(),
+			"the user's template carrying the managed-by label was deleted")
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(plain), &resourcev1.ResourceClaimTemplate{})).To(Succeed(), "the user's template was deleted")
 	})
 })
 
