@@ -17,7 +17,10 @@ type Exception struct {
 	// Namespace and Name identify the exception; it covers workloads of
 	// Namespace only.
 	Namespace, Name string
-	// Policies are the names of the policies whose deny messages it lifts.
+	// Source and Policies are the source (Policy.Source) and the names of
+	// the policies whose deny messages it lifts: a policy of another
+	// source lifts nothing, whatever its name.
+	Source   string
 	Policies []string
 	// Kinds and Names select workloads by kind and name, every one when
 	// empty; Selector by labels, every one when nil.
@@ -64,6 +67,11 @@ func (e *Exception) matches(s *Subject) bool {
 	return slices.ContainsFunc(s.Labels, func(l map[string]string) bool {
 		return e.Selector.Matches(labels.Set(l))
 	})
+}
+
+// names reports whether e names the policy of that source and name.
+func (e *Exception) names(source, name string) bool {
+	return e.Source == source && slices.Contains(e.Policies, name)
 }
 
 // Exceptions is an immutable snapshot of the exceptions in a cluster (or
@@ -190,7 +198,7 @@ func (x *Exceptions) Except(d *Decision, s *Subject, now time.Time) int {
 		if r.Err != nil || r.Action != ActionDeny || len(r.Deny) == 0 {
 			continue
 		}
-		idx := slices.IndexFunc(cover, func(e *Exception) bool { return slices.Contains(e.Policies, r.Policy) })
+		idx := slices.IndexFunc(cover, func(e *Exception) bool { return e.names(r.Source, r.Policy) })
 		if idx < 0 {
 			continue
 		}

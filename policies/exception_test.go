@@ -30,7 +30,7 @@ func TestExceptionsExcept(t *testing.T) {
 		Labels:     []map[string]string{{"app": "bench"}},
 	}
 	base := Exception{
-		Namespace: "team-a", Name: "bench", Policies: []string{"max-gpus", "broken", "advisory"},
+		Namespace: "team-a", Name: "bench", Source: "test", Policies: []string{"max-gpus", "broken", "advisory"},
 		ExpiresAt: exceptionNow.Add(time.Hour), Reason: "benchmark", Ticket: "OPS-123",
 	}
 	with := func(f func(e *Exception)) *Exception {
@@ -51,6 +51,8 @@ func TestExceptionsExcept(t *testing.T) {
 			ex: with(func(e *Exception) { e.Kinds, e.Names = []string{"Pod"}, []string{"gpu8"} }), subject: pod,
 		},
 		"another name":            {ex: with(func(e *Exception) { e.Names = []string{"gpu4"} }), subject: pod},
+		// Issue 42, item 6: a policy is its source and its name.
+		"a policy of that name from another source": {ex: with(func(e *Exception) { e.Source = "directory" }), subject: pod},
 		"selector matches":        {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "bench"}) }), subject: pod, wantLifts: 1},
 		"selector misses":         {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "train"}) }), subject: pod},
 		"expired":                 {ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow }), subject: pod},

@@ -54,6 +54,11 @@ func (s *Set) Names() []string {
 	return out
 }
 
+// Has reports whether the Set holds the policy of that source and name.
+func (s *Set) Has(source, name string) bool {
+	return slices.ContainsFunc(s.all(), func(c *Compiled) bool { return c.source == source && c.name == name })
+}
+
 // ReadsWorkloadKey reports whether any policy may read the key of
 // input.workload.
 func (s *Set) ReadsWorkloadKey(key string) bool { return s != nil && s.reads.has(key) }

@@ -21,6 +21,7 @@ func ExceptionOf(ex *policyv1.WorkloadPolicyException) (*policies.Exception, err
 	out := &policies.Exception{
 		Namespace: ex.Namespace,
 		Name:      ex.Name,
+		Source:    SourceOf(ex.Spec.PolicySource),
 		Policies:  slices.Clone(ex.Spec.Policies),
 		Kinds:     slices.Clone(ex.Spec.Match.Kinds),
 		Names:     slices.Clone(ex.Spec.Match.Names),
@@ -38,6 +39,20 @@ func ExceptionOf(ex *policyv1.WorkloadPolicyException) (*policies.Exception, err
 	return out, nil
 }
 
+// SourceOf is the engine's source (policies.Policy.Source) of the policies
+// an exception's spec.policySource names: SourceWorkloadPolicy when it is
+// unset. A value the API does not accept is returned as it is, and so
+// names no policy.
+func SourceOf(s policyv1.PolicySource) string {
+	switch s {
+	case "", policyv1.PolicySourceWorkloadPolicy:
+		return SourceWorkloadPolicy
+	case policyv1.PolicySourceDirectory:
+		return policies.SourceDirectory
+	}
+	return string(s)
+}
+
 // ExceptionRules are what an exception is checked against when it is
 // written.
 type ExceptionRules struct {
@@ -45,10 +60,16 @@ type ExceptionRules struct {
 	Now time.Time
 	// MaxDuration is how far ahead of Now expiresAt may be.
 	MaxDuration time.Duration
-	// PolicyExists reports whether a policy of that name is in force.
-	PolicyExists func(name string) bool
-	// Policy returns the match settings of the named policy, for the
-	// warning about a match that selects nothing; nil when unknown.
+	// ClockSkew is policy.exceptions.clockSkew: an exception stops
+	// applying that long before its expiresAt (policies.NewExceptions), so
+	// expiresAt must be more than that ahead of Now for it to ever apply.
+	ClockSkew time.Duration
+	// PolicyExists reports whether the policy of that source
+	// (policies.Policy.Source) and name is in force; every policy is when
+	// nil.
+	PolicyExists func(source, name string) bool
+	// Policy returns the match settings of the named WorkloadPolicy, for
+	// the warning about a match that selects nothing; nil when unknown.
 	Policy func(name string) *policyv1.WorkloadMatch
 }
 
@@ -64,13 +85,17 @@ func ValidateException(ex, old *policyv1.WorkloadPolicyException, r ExceptionRul
 	if len(ex.Spec.Policies) == 0 {
 		errs = append(errs, field.Required(spec.Child("policies"), "name at least one WorkloadPolicy"))
 	}
-	for i, p := range ex.Spec.Policies {
-		switch {
-		case strings.ContainsAny(p, "*?"):
-			errs = append(errs, field.Invalid(spec.Child("policies").Index(i), p, "must name a WorkloadPolicy exactly: there is no wildcard"))
-		case r.PolicyExists != nil && !r.PolicyExists(p):
-			errs = append(errs, field.NotFound(spec.Child("policies").Index(i), p))
+	source := SourceOf(ex.Spec.PolicySource)
+	switch ex.Spec.PolicySource {
+	case "", policyv1.PolicySourceWorkloadPolicy, policyv1.PolicySourceDirectory:
+		for i, p := range ex.Spec.Policies {
+			if err := namedPolicy(spec.Child("policies").Index(i), source, p, r.PolicyExists); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("policySource"), ex.Spec.PolicySource,
+			[]policyv1.PolicySource{policyv1.PolicySourceWorkloadPolicy, policyv1.PolicySourceDirectory}))
 	}
 	if strings.TrimSpace(ex.Spec.Reason) == "" {
 		errs = append(errs, field.Required(spec.Child("reason"), "say why the workloads may break the policies"))
@@ -80,9 +105,9 @@ func ValidateException(ex, old *policyv1.WorkloadPolicyException, r ExceptionRul
 	switch {
 	case exp.IsZero():
 		errs = append(errs, field.Required(spec.Child("expiresAt"), "an exception must expire (RFC 3339, e.g. 2026-12-04T18:00:00Z)"))
-	case changed && !exp.After(r.Now):
-		errs = append(errs, field.Invalid(spec.Child("expiresAt"), exp.UTC().Format(time.RFC3339),
-			fmt.Sprintf("must be in the future (now is %s)", r.Now.UTC().Format(time.RFC3339))))
+	case changed && !r.Now.Add(max(r.ClockSkew, 0)).Before(exp):
+		// It would never apply: policies.Exceptions.InForce.
+		errs = append(errs, field.Invalid(spec.Child("expiresAt"), exp.UTC().Format(time.RFC3339), inTheFuture(r.Now, r.ClockSkew)))
 	case changed && r.MaxDuration > 0 && exp.Sub(r.Now) > r.MaxDuration:
 		errs = append(errs, field.Invalid(spec.Child("expiresAt"), exp.UTC().Format(time.RFC3339),
 			fmt.Sprintf("must be at most %s ahead (policy.exceptions.maxDuration), that is no later than %s",
@@ -98,10 +123,39 @@ func ValidateException(ex, old *policyv1.WorkloadPolicyException, r ExceptionRul
 			errs = append(errs, field.Invalid(spec.Child("match", "names").Index(i), n, "must not be empty"))
 		}
 	}
-	if len(errs) > 0 || r.Policy == nil {
+	if len(errs) > 0 || r.Policy == nil || source != SourceWorkloadPolicy {
 		return errs, nil
 	}
 	return nil, selectsNothing(ex, r.Policy)
+}
+
+// namedPolicy checks one name of spec.policies: no wildcard, and a policy
+// of the exception's source in force. A name only the other source has is
+// told so, with the spec.policySource that would name it.
+func namedPolicy(path *field.Path, source, name string, exists func(source, name string) bool) *field.Error {
+	switch {
+	case strings.ContainsAny(name, "*?"):
+		return field.Invalid(path, name, "must name a policy exactly: there is no wildcard")
+	case exists == nil || exists(source, name):
+		return nil
+	case source == SourceWorkloadPolicy && exists(policies.SourceDirectory, name):
+		return field.Invalid(path, name, "no WorkloadPolicy of this name is in force, only a policy of the policy directory: "+
+			"set spec.policySource: Directory to lift the directory policy's denials")
+	case source == policies.SourceDirectory && exists(SourceWorkloadPolicy, name):
+		return field.Invalid(path, name, "no policy of the policy directory (spec.policySource: Directory) has this name, only a WorkloadPolicy: "+
+			"leave spec.policySource unset to lift the WorkloadPolicy's denials")
+	}
+	return field.NotFound(path, name)
+}
+
+// inTheFuture is the rule expiresAt breaks: more than the clock skew ahead
+// of now.
+func inTheFuture(now time.Time, skew time.Duration) string {
+	at := now.UTC().Format(time.RFC3339)
+	if skew <= 0 {
+		return fmt.Sprintf("must be in the future (now is %s)", at)
+	}
+	return fmt.Sprintf("must be more than %s (policy.exceptions.clockSkew) in the future (now is %s)", skew, at)
 }
 
 // selectsNothing warns about each policy the exception names that can

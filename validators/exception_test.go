@@ -37,11 +37,23 @@ func TestValidateException(t *testing.T) {
 		"pods-only":        {Kinds: []string{"Pod"}},
 		"team-b-only":      {Namespaces: []string{"team-b"}},
 	}
+	// The policy directory holds from-directory, and a max-gpus-per-pod of
+	// its own.
+	directory := map[string]bool{"from-directory": true, "max-gpus-per-pod": true}
 	rules := ExceptionRules{
-		Now:          validateNow,
-		MaxDuration:  90 * 24 * time.Hour,
-		PolicyExists: func(n string) bool { return policiesInForce[n] != nil },
-		Policy:       func(n string) *policyv1.WorkloadMatch { return policiesInForce[n] },
+		Now:         validateNow,
+		MaxDuration: 90 * 24 * time.Hour,
+		ClockSkew:   time.Minute,
+		PolicyExists: func(source, n string) bool {
+			switch source {
+			case SourceWorkloadPolicy:
+				return policiesInForce[n] != nil
+			case policies.SourceDirectory:
+				return directory[n]
+			}
+			return false
+		},
+		Policy: func(n string) *policyv1.WorkloadMatch { return policiesInForce[n] },
 	}
 	cases := map[string]struct {
 		ex, old      *policyv1.WorkloadPolicyException
@@ -55,7 +67,32 @@ func TestValidateException(t *testing.T) {
 		},
 		"wildcard": {
 			ex:       exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.Policies = []string{"max-*"} }),
-			wantErrs: []string{`spec.policies[0]: Invalid value: "max-*": must name a WorkloadPolicy exactly: there is no wildcard`},
+			wantErrs: []string{`spec.policies[0]: Invalid value: "max-*": must name a policy exactly: there is no wildcard`},
+		},
+		// Issue 42, item 6: a policy is its source and its name.
+		"a directory policy, without policySource": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.Policies = []string{"from-directory"} }),
+			wantErrs: []string{`spec.policies[0]: Invalid value: "from-directory": no WorkloadPolicy of this name is in force, only a policy of the policy directory: ` +
+				"set spec.policySource: Directory to lift the directory policy's denials"},
+		},
+		"a directory policy, with policySource Directory": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.Policies, e.Spec.PolicySource = []string{"from-directory", "max-gpus-per-pod"}, policyv1.PolicySourceDirectory
+			}),
+		},
+		"a WorkloadPolicy, with policySource Directory": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.Policies, e.Spec.PolicySource = []string{"pods-only", "nope"}, policyv1.PolicySourceDirectory
+			}),
+			wantErrs: []string{
+				`spec.policies[0]: Invalid value: "pods-only": no policy of the policy directory (spec.policySource: Directory) has this name, only a WorkloadPolicy: ` +
+					"leave spec.policySource unset to lift the WorkloadPolicy's denials",
+				`spec.policies[1]: Not found: "nope"`,
+			},
+		},
+		"a source the API does not know": {
+			ex:       exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.PolicySource = "ConfigMap" }),
+			wantErrs: []string{`spec.policySource: Unsupported value: "ConfigMap": supported values: "WorkloadPolicy", "Directory"`},
 		},
 		"no policies": {
 			ex:       exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.Policies = nil }),
@@ -73,7 +110,35 @@ func TestValidateException(t *testing.T) {
 			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
 				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(-time.Second))
 			}),
-			wantErrs: []string{`spec.expiresAt: Invalid value: "2026-11-28T11:59:59Z": must be in the future (now is 2026-11-28T12:00:00Z)`},
+			wantErrs: []string{`spec.expiresAt: Invalid value: "2026-11-28T11:59:59Z": must be more than 1m0s (policy.exceptions.clockSkew) in the future (now is 2026-11-28T12:00:00Z)`},
+		},
+		// Issue 42, item 6: an exception stops applying clockSkew before
+		// its expiresAt, so one that expires sooner never applies.
+		"within the clock skew": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(30 * time.Second))
+			}),
+			wantErrs: []string{`spec.expiresAt: Invalid value: "2026-11-28T12:00:30Z": must be more than 1m0s (policy.exceptions.clockSkew) in the future (now is 2026-11-28T12:00:00Z)`},
+		},
+		"exactly the clock skew ahead": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(time.Minute))
+			}),
+			wantErrs: []string{`spec.expiresAt: Invalid value: "2026-11-28T12:01:00Z": must be more than 1m0s (policy.exceptions.clockSkew)`},
+		},
+		"just beyond the clock skew": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(time.Minute + time.Second))
+			}),
+		},
+		"an update that keeps an expiry within the clock skew": {
+			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(30 * time.Second))
+				e.Spec.Reason = "edited"
+			}),
+			old: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+				e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(30 * time.Second))
+			}),
 		},
 		"too far ahead": {
 			ex: exceptionFor(func(e *policyv1.WorkloadPolicyException) {
@@ -128,6 +193,21 @@ func TestValidateException(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Without clock skew, expiresAt need only be in the future.
+func TestValidateExceptionNoClockSkew(t *testing.T) {
+	rules := ExceptionRules{Now: validateNow}
+	soon := exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(time.Second)) })
+	if errs, _ := ValidateException(soon, nil, rules); len(errs) > 0 {
+		t.Errorf("a second ahead: %v, want accepted", errs)
+	}
+	now := exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.ExpiresAt = metav1.NewTime(validateNow) })
+	errs, _ := ValidateException(now, nil, rules)
+	want := `spec.expiresAt: Invalid value: "2026-11-28T12:00:00Z": must be in the future (now is 2026-11-28T12:00:00Z)`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Errorf("expiresAt now: %v, want %q", errs, want)
 	}
 }
 

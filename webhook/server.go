@@ -288,8 +288,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 		return err
 	}
 	srv.Register(ValidateExceptionPath, &admission.Webhook{
-		Handler: &ExceptionValidator{Policies: mgr.GetCache(), Engine: engine,
-			MaxDuration: cfg.Policy.Exceptions.MaxDuration.Duration},
+		Handler:      &ExceptionValidator{Policies: mgr.GetCache(), Engine: engine, Config: cfg.Policy.Exceptions},
 		RecoverPanic: ptr.To(true),
 	})
 	exRec := &ExceptionReconciler{Client: mgr.GetClient(), Engine: engine, ClockSkew: cfg.Policy.Exceptions.ClockSkew.Duration}

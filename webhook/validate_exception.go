@@ -6,6 +6,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +15,7 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // +kubebuilder:webhook:path=/validate-workloadpolicyexception,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicyexceptions,verbs=create;update,versions=v1,name=workloadpolicyexception.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
@@ -22,18 +24,20 @@ import (
 const ValidateExceptionPath = "/validate-workloadpolicyexception"
 
 // ExceptionValidator rejects a WorkloadPolicyException that names a policy
-// not in force, has no reason, or expires in the past or further ahead
-// than policy.exceptions.maxDuration, naming the field; it warns about a
-// match that can select nothing the named policies judge. It reads the
-// policies from the manager's cache and the engine: no API call.
+// not in force in its spec.policySource, has no reason, or expires too soon
+// to ever apply (no more than policy.exceptions.clockSkew ahead) or further
+// ahead than policy.exceptions.maxDuration, naming the field; it warns
+// about a match that can select nothing the named policies judge. It reads
+// the policies from the manager's cache and the engine: no API call.
 type ExceptionValidator struct {
 	// Policies reads WorkloadPolicies (the manager's cache).
 	Policies client.Reader
 	// Engine holds the policies in force, those of a policy directory
 	// included.
 	Engine *policies.Engine
-	// MaxDuration is policy.exceptions.maxDuration.
-	MaxDuration time.Duration
+	// Config is the Configuration's policy.exceptions, defaulted; a field
+	// left nil has its default.
+	Config config.Exceptions
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -59,15 +63,13 @@ func (v *ExceptionValidator) Handle(ctx context.Context, req admission.Request) 
 	if v.Now != nil {
 		now = v.Now
 	}
-	inForce := map[string]bool{}
-	for _, n := range v.Engine.Set().Names() {
-		inForce[n] = true
-	}
+	set := v.Engine.Set()
 	errs, warnings := validators.ValidateException(ex, old, validators.ExceptionRules{
 		Now:         now(),
-		MaxDuration: v.MaxDuration,
-		PolicyExists: func(name string) bool {
-			return inForce[name] || v.workloadPolicy(ctx, name) != nil
+		MaxDuration: duration(v.Config.MaxDuration, config.DefaultExceptionMaxDuration),
+		ClockSkew:   duration(v.Config.ClockSkew, config.DefaultExceptionClockSkew),
+		PolicyExists: func(source, name string) bool {
+			return set.Has(source, name) || source == validators.SourceWorkloadPolicy && v.workloadPolicy(ctx, name) != nil
 		},
 		Policy: func(name string) *policyv1.WorkloadMatch {
 			if wp := v.workloadPolicy(ctx, name); wp != nil {
@@ -82,6 +84,14 @@ func (v *ExceptionValidator) Handle(ctx context.Context, req admission.Request) 
 	resp := admission.Allowed("")
 	resp.Warnings = warnings
 	return resp
+}
+
+// duration is d, or def when d is nil.
+func duration(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
 }
 
 // workloadPolicy is the named WorkloadPolicy from the cache, nil when

@@ -20,9 +20,9 @@ import (
 // other kinds are left alone), in namespace defaultNS when they name none.
 // Each is checked as the webhook checks one at apply, but for its expiry:
 // an exception that has expired is kept, and applies nowhere, as in the
-// cluster. policyExists, when not nil, reports whether a policy of that
-// name was loaded.
-func ExceptionsIn(docs []Document, defaultNS string, policyExists func(string) bool) ([]*policies.Exception, error) {
+// cluster. policyExists, when not nil, reports whether the policy of that
+// source and name was loaded.
+func ExceptionsIn(docs []Document, defaultNS string, policyExists func(source, name string) bool) ([]*policies.Exception, error) {
 	var out []*policies.Exception
 	var errs []error
 	for i := range docs {
@@ -47,7 +47,7 @@ func IsException(ti TypeInfo) bool {
 	return ti.Kind == "WorkloadPolicyException" && group == policyv1.GroupVersion.Group
 }
 
-func exceptionDocument(d *Document, defaultNS string, policyExists func(string) bool) (*policies.Exception, error) {
+func exceptionDocument(d *Document, defaultNS string, policyExists func(source, name string) bool) (*policies.Exception, error) {
 	ex := &policyv1.WorkloadPolicyException{}
 	strict, err := kjson.UnmarshalStrict(d.JSON, ex)
 	if err == nil && len(strict) > 0 {
@@ -74,7 +74,7 @@ func exceptionDocument(d *Document, defaultNS string, policyExists func(string) 
 // LoadExceptions reads the WorkloadPolicyException objects of the YAML
 // files at path (a file, or a directory's .yaml and .yml files, not its
 // subdirectories); none when path is empty.
-func LoadExceptions(path, defaultNS string, policyExists func(string) bool) ([]*policies.Exception, error) {
+func LoadExceptions(path, defaultNS string, policyExists func(source, name string) bool) ([]*policies.Exception, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -116,7 +116,7 @@ func LoadExceptions(path, defaultNS string, policyExists func(string) bool) ([]*
 // of a policy path (a file or directory of WorkloadPolicy objects, as
 // LoadPolicies reads it); none for an empty path or a directory of .rego
 // policies, whose YAML files are settings, not objects.
-func PolicyPathExceptions(policyPath, defaultNS string, exists func(string) bool) ([]*policies.Exception, error) {
+func PolicyPathExceptions(policyPath, defaultNS string, exists func(source, name string) bool) ([]*policies.Exception, error) {
 	if policyPath == "" || isPolicyDir(policyPath) {
 		return nil, nil
 	}
@@ -137,16 +137,17 @@ func UseExceptions(e *policies.Engine, cfg *config.Configuration, es []*policies
 	e.SetExceptions(x)
 }
 
-// PolicyNames reports whether a policy of that name is among cs; nil
-// (every name accepted) when cs is empty: without policies an exception
-// lifts nothing, and a manifest that carries one is still rendered.
-func PolicyNames(cs []*policies.Compiled) func(string) bool {
+// PolicyNames reports whether the policy of that source and name is among
+// cs; nil (every policy accepted) when cs is empty: without policies an
+// exception lifts nothing, and a manifest that carries one is still
+// rendered.
+func PolicyNames(cs []*policies.Compiled) func(source, name string) bool {
 	if len(cs) == 0 {
 		return nil
 	}
-	names := map[string]bool{}
+	loaded := map[[2]string]bool{}
 	for _, c := range cs {
-		names[c.Name()] = true
+		loaded[[2]string{c.Source(), c.Name()}] = true
 	}
-	return func(n string) bool { return names[n] }
+	return func(source, name string) bool { return loaded[[2]string{source, name}] }
 }

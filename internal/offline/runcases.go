@@ -171,7 +171,7 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 // caseExceptions are the exceptions of a case file: those among the
 // WorkloadPolicy objects of policyPath and those of exceptionPath, with no
 // namespace when they name none (each case gives its own).
-func caseExceptions(policyPath, exceptionPath string, exists func(string) bool) ([]*policies.Exception, error) {
+func caseExceptions(policyPath, exceptionPath string, exists func(source, name string) bool) ([]*policies.Exception, error) {
 	out, err := PolicyPathExceptions(policyPath, "", exists)
 	if exceptionPath == "" {
 		return out, err

@@ -113,7 +113,7 @@ var _ = Describe("WorkloadPolicyExceptions", Ordered, func() {
 		Expect(bob.Create(ctx, exception("bench", time.Hour, nil), client.DryRunAll)).To(Succeed())
 	})
 
-	It("is rejected at apply when it names a missing policy, has no reason, or expires in the past or too far ahead, naming the field", func() {
+	It("is rejected at apply when it names a missing policy, has no reason, or expires too soon to ever apply or too far ahead, naming the field", func() {
 		for what, c := range map[string]struct {
 			ex   *policyv1.WorkloadPolicyException
 			want string
@@ -123,14 +123,23 @@ var _ = Describe("WorkloadPolicyExceptions", Ordered, func() {
 			}), `spec.policies[1]: Not found: "no-such-policy"`},
 			"blank reason": {exception("bad", time.Hour, func(e *policyv1.WorkloadPolicyException) { e.Spec.Reason = " " }),
 				"spec.reason: Required value"},
-			"past": {exception("bad", -time.Minute, nil), "spec.expiresAt: Invalid value"},
+			"past": {exception("bad", -time.Minute, nil),
+				"must be more than 1s (policy.exceptions.clockSkew) in the future"},
+			// Issue 42, item 6: it would stop applying clockSkew (the
+			// suite's 1s) before expiresAt, so never apply at all.
+			"within the clock skew": {exception("bad", 900*time.Millisecond, nil),
+				"spec.expiresAt: Invalid value: %q: must be more than 1s (policy.exceptions.clockSkew) in the future"},
 			"too far ahead": {exception("bad", 91*24*time.Hour, nil),
 				"must be at most 90 days ahead (policy.exceptions.maxDuration)"},
 		} {
 			err := bob.Create(ctx, c.ex, client.DryRunAll)
 			Expect(err).To(HaveOccurred(), what)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", what, err)
-			Expect(err.Error()).To(ContainSubstring(c.want), what)
+			want := c.want
+			if strings.Contains(want, "%q") {
+				want = fmt.Sprintf(want, c.ex.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+			}
+			Expect(err.Error()).To(ContainSubstring(want), what)
 		}
 	})
 

@@ -22,12 +22,28 @@ const (
 	ExceptionExpired ExceptionState = "Expired"
 )
 
+// PolicySource says where the policies a WorkloadPolicyException names
+// come from. A policy is known by its source and its name: a WorkloadPolicy
+// and a policy of the policy directory may share a name and are still two
+// policies.
+// +kubebuilder:validation:Enum=WorkloadPolicy;Directory
+type PolicySource string
+
+const (
+	// PolicySourceWorkloadPolicy: the WorkloadPolicy resources (the
+	// default).
+	PolicySourceWorkloadPolicy PolicySource = "WorkloadPolicy"
+	// PolicySourceDirectory: the .rego files of the policy directory (the
+	// Configuration's policy.directory).
+	PolicySourceDirectory PolicySource = "Directory"
+)
+
 // WorkloadPolicyExceptionSpec says which workloads of the exception's
 // namespace may break which policies, why, and until when.
 type WorkloadPolicyExceptionSpec struct {
-	// policies are the names of the WorkloadPolicies whose denials the
-	// exception lifts. Each must name a policy in force; there is no
-	// wildcard.
+	// policies are the names of the policies of policySource (the
+	// WorkloadPolicies by default) whose denials the exception lifts. Each
+	// must name a policy of that source in force; there is no wildcard.
 	// +required
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1
@@ -35,6 +51,14 @@ type WorkloadPolicyExceptionSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	Policies []string `json:"policies"`
+
+	// policySource is where the policies named in policies come from:
+	// WorkloadPolicy (the WorkloadPolicy resources) when unset, or
+	// Directory (the .rego files of the Configuration's policy.directory).
+	// The exception lifts the denials of those policies only, never those
+	// of a policy of the same name from the other source.
+	// +optional
+	PolicySource PolicySource `json:"policySource,omitempty"`
 
 	// match selects the workloads of the exception's namespace it covers.
 	// Every field that is set must match; when it is empty the exception

@@ -3,6 +3,7 @@ package v1
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -42,5 +43,18 @@ func TestExceptionCRD(t *testing.T) {
 	}
 	if r := property(t, spec, "reason"); r.MinLength == nil || *r.MinLength != 1 {
 		t.Errorf("spec.reason minLength %v, want 1", r.MinLength)
+	}
+	// policySource is optional (a WorkloadPolicy when unset), one of the
+	// two sources.
+	src := property(t, spec, "policySource")
+	var enum []string
+	for _, e := range src.Enum {
+		enum = append(enum, strings.Trim(string(e.Raw), `"`))
+	}
+	if diff := cmp.Diff([]string{string(PolicySourceWorkloadPolicy), string(PolicySourceDirectory)}, enum); diff != "" {
+		t.Errorf("spec.policySource enum (-want +got):\n%s", diff)
+	}
+	if slices.Contains(spec.Required, "policySource") || src.Default != nil {
+		t.Errorf("spec.policySource required or defaulted: an exception written before it existed means what it meant")
 	}
 }
