@@ -8,10 +8,19 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// ClaimKinds are the kinds of dynamic resource allocation that are judged
+// themselves (resource.k8s.io/v1): a policy applies to them only when its
+// Match names them. A policy written for workloads reads containers,
+// owners, models, which a claim has none of; one that means to judge
+// claims says so.
+var ClaimKinds = []string{"ResourceClaim", "ResourceClaimTemplate"}
+
 // Match selects the reviews a policy applies to. Every non-empty field must
-// match; the zero Match matches everything.
+// match; the zero Match matches every workload, and no claim (ClaimKinds).
 type Match struct {
-	// Kinds are workload kinds such as Deployment or Pod, compared exactly.
+	// Kinds are workload kinds such as Deployment or Pod, compared exactly;
+	// every workload kind when empty. The ClaimKinds are matched only
+	// when listed.
 	Kinds []string `json:"kinds,omitempty"`
 	// Namespaces are the namespace names the policy applies to.
 	Namespaces []string `json:"namespaces,omitempty"`
@@ -50,6 +59,9 @@ func compileMatch(m Match) (matcher, error) {
 }
 
 func (m *matcher) matches(kind, namespace string, nsLabels map[string]string) bool {
+	if len(m.kinds) == 0 && slices.Contains(ClaimKinds, kind) {
+		return false
+	}
 	if len(m.kinds) > 0 && !slices.Contains(m.kinds, kind) {
 		return false
 	}

@@ -2,13 +2,14 @@ package validators
 
 import (
 	"context"
-	"github.com/modelgate/modelgate/internal/seal"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/policies/workload"
 )
@@ -26,6 +27,13 @@ type Workload struct {
 	// Pod's own for a Pod), PodSpec the pod (template) spec.
 	Object, PodMeta *metav1.ObjectMeta
 	PodSpec         *corev1.PodSpec
+	// Claim is, for a ResourceClaim or ResourceClaimTemplate, the claim
+	// spec it asks for (workload.Source.Claim); nil for a workload.
+	Claim *resourcev1.ResourceClaimSpec
+	// Claims, when set, find what the pod's resource claims ask for
+	// instead of the checker's Claims: the claims an UPDATE's old Pod was
+	// admitted with (workload.CreatedBefore).
+	Claims workload.ClaimResolver
 	// Settings are the object's parsed modelgate.io annotations.
 	Settings annotations.Settings
 	// ServingContainer names the container serving the model, "" if none.
@@ -57,6 +65,10 @@ type Policies struct {
 // Check builds the workload's view, converts what the policies may read of
 // it to OPA's value form once, and evaluates every policy that matches it.
 func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
+	claims := p.Claims
+	if w.Claims != nil {
+		claims = w.Claims
+	}
 	view := workload.Build(workload.Source{
 		Kind:             w.Kind,
 		APIVersion:       w.APIVersion,
@@ -64,12 +76,13 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		Object:           w.Object,
 		PodMeta:          w.PodMeta,
 		PodSpec:          w.PodSpec,
+		Claim:            w.Claim,
 		Settings:         w.Settings,
 		ServingContainer: w.ServingContainer,
 		UserInfo:         w.UserInfo,
 		NamespaceLabels:  w.NamespaceLabels,
 		GPU:              p.GPU,
-		Claims:           p.Claims,
+		Claims:           claims,
 		Sealed:           p.Seal.Verify(w.Namespace, w.Object),
 	})
 	d := p.Engine.Evaluate(ctx, policies.Review{

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -30,12 +31,18 @@ type cachedClaims struct {
 	ready  atomic.Bool
 }
 
-var _ policyview.ClaimResolver = (*cachedClaims)(nil)
+var _ policyview.DatedClaimResolver = (*cachedClaims)(nil)
 
 // ClaimSpec implements policyview.ClaimResolver.
 func (c *cachedClaims) ClaimSpec(namespace string, pc corev1.PodResourceClaim) (*resourcev1.ResourceClaimSpec, bool) {
+	spec, _, ok := c.DatedClaimSpec(namespace, pc)
+	return spec, ok
+}
+
+// DatedClaimSpec implements policyview.DatedClaimResolver.
+func (c *cachedClaims) DatedClaimSpec(namespace string, pc corev1.PodResourceClaim) (*resourcev1.ResourceClaimSpec, time.Time, bool) {
 	if c == nil || !c.ready.Load() {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	// The informers have synced: a Get reads the local store at once.
 	ctx := context.Background()
@@ -43,17 +50,17 @@ func (c *cachedClaims) ClaimSpec(namespace string, pc corev1.PodResourceClaim) (
 	case pc.ResourceClaimName != nil:
 		var rc resourcev1.ResourceClaim
 		if c.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *pc.ResourceClaimName}, &rc) != nil {
-			return nil, false
+			return nil, time.Time{}, false
 		}
-		return &rc.Spec, true
+		return &rc.Spec, rc.CreationTimestamp.Time, true
 	case pc.ResourceClaimTemplateName != nil:
 		var t resourcev1.ResourceClaimTemplate
 		if c.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *pc.ResourceClaimTemplateName}, &t) != nil {
-			return nil, false
+			return nil, time.Time{}, false
 		}
-		return &t.Spec.Spec, true
+		return &t.Spec.Spec, t.CreationTimestamp.Time, true
 	}
-	return nil, false
+	return nil, time.Time{}, false
 }
 
 // servesDRA reports whether the cluster serves resource.k8s.io/v1.

@@ -88,6 +88,9 @@ var metricKinds = func() map[string]bool {
 	for gvk := range decoders {
 		kinds[gvk.Kind] = true
 	}
+	for gvk := range claimDecoders {
+		kinds[gvk.Kind] = true
+	}
 	return kinds
 }()
 

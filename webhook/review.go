@@ -30,8 +30,8 @@ type admitted struct {
 // mutating webhook (decodeWhole), what the policies read for the
 // validating one. When the handler has nothing more to do, admit returns
 // nil with the answer and its outcome.
-func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, decode decodeFunc) (*admitted, admission.Response, string) {
-	a := &admitted{op: mutators.Operation(req.Operation)}
+func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, decode decodeFunc) (a *admitted, resp admission.Response, outcome string) {
+	a = &admitted{op: mutators.Operation(req.Operation)}
 	if a.op != mutators.Create && a.op != mutators.Update {
 		return nil, admission.Allowed("operation not handled by modelgate"), outcomeSkipped
 	}
@@ -50,13 +50,28 @@ func admit(ctx context.Context, req admission.Request, excluded sets.Set[string]
 			return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
 		}
 	}
-	if a.nsLabels, err = ns.NamespaceLabels(ctx, req.Namespace); err != nil {
-		return nil, admission.Errored(http.StatusInternalServerError, err), outcomeError
-	}
-	if ignoredNamespace(a.nsLabels) {
-		return nil, admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	if a.nsLabels, resp, outcome = admittedNamespace(ctx, req, ns); a.nsLabels == nil {
+		return nil, resp, outcome
 	}
 	return a, admission.Response{}, ""
+}
+
+// admittedNamespace reads the labels of the request's namespace from the
+// cache. When modelgate leaves the namespace alone (modelgate.io/ignore),
+// or its labels cannot be read, it returns nil with the answer and its
+// outcome.
+func admittedNamespace(ctx context.Context, req admission.Request, ns NamespaceLabeler) (map[string]string, admission.Response, string) {
+	labels, err := ns.NamespaceLabels(ctx, req.Namespace)
+	if err != nil {
+		return nil, admission.Errored(http.StatusInternalServerError, err), outcomeError
+	}
+	if ignoredNamespace(labels) {
+		return nil, admission.Allowed("namespace ignored by modelgate"), outcomeSkipped
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return labels, admission.Response{}, ""
 }
 
 // decodeFunc decodes an object of a kind decoders lists.

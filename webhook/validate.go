@@ -25,14 +25,16 @@ import (
 )
 
 // The markers below generate the ValidatingWebhookConfiguration
-// (config/webhook/manifests.yaml); config/webhook/selectors.yaml adds the
-// namespace selectors and match conditions that decide which workloads are
-// sent (docs/policies.md, "Which workloads are checked").
+// (config/webhook/manifests.yaml); config/webhook/validating-selectors.yaml
+// adds the namespace selectors and match conditions that decide which
+// workloads are sent (docs/policies.md, "Which workloads are checked").
+// ResourceClaims and ResourceClaimTemplates are judged too
+// (validate_claim.go).
 
 // +kubebuilder:webhookconfiguration:mutating=false,name=modelgate-validating
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=namespace.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=workload.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
-// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs,verbs=create;update,versions=v1,name=scope.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch;resource.k8s.io,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs;resourceclaims;resourceclaimtemplates,verbs=create;update,versions=v1,name=namespace.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch;resource.k8s.io,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs;resourceclaims;resourceclaimtemplates,verbs=create;update,versions=v1,name=workload.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
+// +kubebuilder:webhook:path=/validate,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups="";apps;batch;resource.k8s.io,resources=pods;pods/ephemeralcontainers;deployments;statefulsets;jobs;cronjobs;resourceclaims;resourceclaimtemplates,verbs=create;update,versions=v1,name=scope.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
 
 // ValidatePath is where the workload validating webhook is served.
 const ValidatePath = "/validate"
@@ -49,6 +51,11 @@ type Validating struct {
 	namespaces  NamespaceLabeler
 	excluded    sets.Set[string]
 	metrics     *PolicyMetrics
+	// copiers are the controllers that copy objects from templates, and
+	// self is modelgate's own user: the claims they make from what was
+	// judged are not judged again (unjudgedClaim).
+	copiers *config.TrustedRequesters
+	self    string
 }
 
 var _ admission.Handler = (*Validating)(nil)
@@ -63,6 +70,8 @@ func NewValidating(cfg *config.Configuration, engine *policies.Engine, ns Namesp
 		namespaces:  ns,
 		excluded:    excludedNamespaces(cfg),
 		metrics:     m,
+		copiers:     cfg.Injection.TrustedRequesters,
+		self:        cfg.ControllerUsername(),
 	}
 }
 
@@ -98,6 +107,9 @@ func (h *Validating) Judge(ctx context.Context, req admission.Request) (d polici
 }
 
 func (h *Validating) judge(ctx context.Context, req admission.Request) (policies.Decision, bool, admission.Response, string) {
+	if decode, ok := claimDecoders[req.Kind]; ok {
+		return h.judgeClaim(ctx, req, decode)
+	}
 	// The set in force now judges the review, and says what to decode:
 	// what the policies' view is built from, with only the modelgate.io/
 	// annotations unless a policy can read the others; the whole object
@@ -187,6 +199,7 @@ func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admiss
 	oldReq := req
 	oldReq.Object, oldReq.OldObject = req.OldObject, runtime.RawExtension{}
 	w := h.workload(oldReq, prev, nsLabels)
+	w.Claims = h.oldPodClaims(req, prev)
 	w.Set = d.RatchetSet(set)
 	d.Ratchet(h.checker.Check(ctx, w))
 }
@@ -199,8 +212,15 @@ func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admiss
 // policy reads it), such as the
 // job controller removing a finalizer from a finished Pod after a policy
 // was tightened. Either would otherwise leave the Pod Terminating for
-// ever. decode decodes the old Pod as the new one was decoded; it is
-// returned, for ratchet, when it was decoded (a judged Pod update).
+// ever. A Pod that names resource claims and is not scheduled yet is the
+// exception: its view is also built from the claims as they are now, which
+// may have changed since it was admitted and are not allocated yet, so
+// every update the API server sends of it is judged (the match conditions
+// send none that leaves its spec, labels and annotations as they were):
+// the one that removes a scheduling gate above all, the last before the
+// scheduler allocates the claims. decode decodes the old Pod as the new
+// one was decoded; it is returned, for ratchet, when it was decoded (a
+// judged Pod update).
 func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) (string, *decoded) {
 	if req.Operation != admissionv1.Update {
 		return "", nil
@@ -219,7 +239,8 @@ func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) (str
 	prev := old.target
 	if equality.Semantic.DeepEqual(cur.PodSpec, prev.PodSpec) &&
 		equality.Semantic.DeepEqual(cur.Object.Labels, prev.Object.Labels) &&
-		equality.Semantic.DeepEqual(cur.Object.Annotations, prev.Object.Annotations) {
+		equality.Semantic.DeepEqual(cur.Object.Annotations, prev.Object.Annotations) &&
+		(len(cur.PodSpec.ResourceClaims) == 0 || placementOf(req.OldObject.Raw).scheduled()) {
 		return "nothing the policies judge a Pod by changed", nil
 	}
 	return "", old

@@ -30,11 +30,18 @@ var handled = map[[2]string]metav1.GroupVersionResource{
 	{"apps/v1", "StatefulSet"}: {Group: "apps", Version: "v1", Resource: "statefulsets"},
 	{"batch/v1", "Job"}:        {Group: "batch", Version: "v1", Resource: "jobs"},
 	{"batch/v1", "CronJob"}:    {Group: "batch", Version: "v1", Resource: "cronjobs"},
+	// Judged by what they ask for (webhook/validate_claim.go).
+	{claimAPIVersion, "ResourceClaim"}:         {Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaims"},
+	{claimAPIVersion, "ResourceClaimTemplate"}: {Group: "resource.k8s.io", Version: "v1", Resource: "resourceclaimtemplates"},
 	// AIInference in every served version: converted to v1 first.
 	{"serving.modelgate.io/v1", "AIInference"}:       aiinferenceGVR,
 	{"serving.modelgate.io/v1beta1", "AIInference"}:  aiinferenceGVR,
 	{"serving.modelgate.io/v1alpha1", "AIInference"}: aiinferenceGVR,
 }
+
+// claimAPIVersion is the version of ResourceClaims and ResourceClaimTemplates
+// modelgate judges.
+const claimAPIVersion = "resource.k8s.io/v1"
 
 // Handles reports whether modelgate's webhooks take objects of the
 // apiVersion and kind.

@@ -28,7 +28,8 @@ const (
 //   - any other namespace sends workloads whose modelgate.io/inject is set
 //     to anything but "false";
 //   - and all of them send workloads with a container or init container
-//     that requests or limits the GPU resource.
+//     that requests or limits the GPU resource, and every ResourceClaim and
+//     ResourceClaimTemplate (resource.k8s.io/v1).
 //
 // The namespace exclusions of the selectors (kube-system, modelgate's
 // namespace, modelgate.io/ignore) are left to the handler, which applies
@@ -52,7 +53,7 @@ func SentToPoliciesDecoded(o map[string]any, nsLabels map[string]string, gpuReso
 	if nsLabels[PolicyScopeLabel] == PolicyScopeAll {
 		return true, ""
 	}
-	if requestsGPUs(o, gpuResource) {
+	if requestsGPUs(o, gpuResource) || isClaim(o) {
 		return true, ""
 	}
 	if nsLabels[annotations.NamespaceInjection] == annotations.InjectionEnabled {
@@ -134,6 +135,16 @@ func requestsGPUs(o map[string]any, resource string) bool {
 		}
 	}
 	return false
+}
+
+// isClaim reports a ResourceClaim or ResourceClaimTemplate: each is sent
+// to the policies, which judge it by what it asks for.
+func isClaim(o map[string]any) bool {
+	if v, _ := o["apiVersion"].(string); v != claimAPIVersion {
+		return false
+	}
+	k, _ := o["kind"].(string)
+	return k == "ResourceClaim" || k == "ResourceClaimTemplate"
 }
 
 // lookup walks nested objects; nil when a step is missing.

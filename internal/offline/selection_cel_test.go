@@ -122,6 +122,9 @@ func TestSentToPoliciesMatchesTheWebhookConfiguration(t *testing.T) {
 		"CronJob pod template opt-in": `{"kind":"CronJob","metadata":{},"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"modelgate.io/inject":"true"}}}}}}}`,
 		"Pod init container GPUs":     `{"kind":"Pod","metadata":{},"spec":{"initContainers":[{"name":"i","resources":{"requests":{"nvidia.com/gpu":"1"}}}],"containers":[{"name":"c"}]}}`,
 		"bare Pod":                    `{"kind":"Pod","metadata":{},"spec":{"containers":[{"name":"c"}]}}`,
+		"ResourceClaim":               `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{},"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com","count":16}}]}}}`,
+		"opted-out ResourceClaimTemplate": `{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"annotations":{"modelgate.io/inject":"false"}},` +
+			`"spec":{"spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"gpu.nvidia.com","allocationMode":"All"}}]}}}}`,
 	}
 	namespaces := map[string]map[string]string{
 		"plain":             nil,

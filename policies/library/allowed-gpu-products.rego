@@ -20,7 +20,9 @@
 #
 # Not covered: the number of GPUs (see max-gpus-per-pod), GPU memory
 # (modelgate.io/gpu-memory), preferred (soft) node affinity, nodeSelector
-# and nodeName, which can also land a pod on a given product.
+# and nodeName, which can also land a pod on a given product. A
+# ResourceClaim or ResourceClaimTemplate names no product modelgate reads
+# (its device selectors are CEL): it is never denied, requireProduct or not.
 package modelgate.library.allowed_gpu_products
 
 deny contains msg if {
@@ -42,6 +44,7 @@ deny contains msg if {
 	input.workload.gpu.products == [] # a test against a constant: OPA skips the rule when a product is named
 	input.workload.gpu.count > 0
 	object.get(input.parameters, ["requireProduct"], false) == true
+	not input.workload.kind in {"ResourceClaim", "ResourceClaimTemplate"}
 	msg := sprintf("%s asks for %s but names no GPU product; set modelgate.io/gpu-product%s", [
 		pods,
 		gpus(input.workload.gpu.count),

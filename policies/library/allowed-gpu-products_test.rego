@@ -130,3 +130,38 @@ test_require_product_is_off_unless_true if {
 	count(policy.deny) == 0 with input as review(1, [], object.union(params, {"requireProduct": false}))
 	count(policy.deny) == 0 with input as review(1, [], object.union(params, {"requireProduct": "yes"}))
 }
+
+# claim_view is the view of a ResourceClaim or ResourceClaimTemplate, in
+# the contract's shape: no pod, no owner, no model, its requests as
+# devices (here 16 GPUs) and their GPUs as its count.
+claim_view(kind, parameters) := {
+	"workload": {
+		"kind": kind, "apiVersion": "resource.k8s.io/v1",
+		"name": "big", "namespace": "team-a",
+		"operation": "CREATE",
+		"labels": {}, "annotations": {}, "podLabels": {}, "podAnnotations": {},
+		"userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"], "uid": ""},
+		"namespaceLabels": {"modelgate.io/team": "nlp"},
+		"owner": "", "team": "", "injected": false,
+		"servingContainer": "",
+		"hostNetwork": false, "hostPID": false, "hostIPC": false,
+		"containers": [], "initContainers": [], "ephemeralContainers": [],
+		"gpu": {
+			"resource": "nvidia.com/gpu", "count": 16, "products": [], "memoryMiB": 0,
+			"claims": ["big"], "unresolvedClaims": [],
+			"devices": [{"claim": "big", "request": "gpu", "deviceClass": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 16, "gpu": true}],
+		},
+		"model": null, "engine": "", "serving": false,
+	},
+	"object": {"kind": kind},
+	"oldObject": null,
+	"parameters": parameters,
+}
+
+# A policy written for workloads judges a claim only when its match lists
+# the claim's kind; then it does not deny what a claim cannot have.
+test_does_not_judge_a_claim if {
+	every kind in ["ResourceClaim", "ResourceClaimTemplate"] {
+		count(policy.deny) == 0 with input as claim_view(kind, {"products": ["NVIDIA-H100-80GB-HBM3"], "requireProduct": true})
+	}
+}

@@ -279,7 +279,7 @@ func checkSample(t *testing.T, name string, p *workloadPolicy) {
 	if f := p.Spec.FailurePolicy; f != "deny" && f != "allow" {
 		t.Errorf("spec.failurePolicy is %q, want deny or allow", f)
 	}
-	kinds := []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob", "AIInference"}
+	kinds := []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob", "AIInference", "ResourceClaim", "ResourceClaimTemplate"}
 	for _, k := range p.Spec.Match.Kinds {
 		if !slices.Contains(kinds, k) {
 			t.Errorf("spec.match.kinds has %q, want one of %v", k, kinds)

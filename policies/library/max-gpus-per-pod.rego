@@ -10,6 +10,12 @@
 # StatefulSet, Job or CronJob the limit applies to each pod of the template.
 # It applies on CREATE and UPDATE alike.
 #
+# A ResourceClaim or ResourceClaimTemplate (judged when spec.match.kinds
+# lists it) is held to the same limit at its own admission: the GPUs its
+# requests ask for, and no GPU request with allocationMode All. A claim
+# deleted and created again asking for more is then refused before any Pod
+# that names it is scheduled.
+#
 # Parameters:
 #   max         GPUs a pod may ask for in any namespace without its own
 #               limit (default 8)
@@ -44,8 +50,8 @@ deny contains msg if {
 	some d in input.workload.gpu.devices
 	d.gpu
 	d.allocationMode == "All"
-	msg := sprintf("%s asks for every GPU of a node (resource claim %q, request %q: allocationMode All of device class %q); ask for an exact count, at most %v per pod", [
-		pods, d.claim, d.request, d.deviceClass,
+	msg := sprintf("%s asks for every GPU of a node (%s: allocationMode All of device class %q); ask for an exact count, at most %v per pod", [
+		pods, requested(d), d.deviceClass,
 		object.get(input.parameters, ["namespaces", input.workload.namespace], object.get(input.parameters, ["max"], 8)),
 	])
 }
@@ -60,23 +66,44 @@ deny contains msg if {
 	])
 }
 
-# holders are the containers that ask for GPUs, in spec order.
+# claim_kinds are judged by what they ask for: they have no containers.
+claim_kinds := {"ResourceClaim", "ResourceClaimTemplate"}
+
+# holders are the containers that ask for GPUs, in spec order; for a claim,
+# its GPU requests.
 holders := array.concat(
-	[{"who": sprintf("container %q", [c.name]), "gpus": c.gpus} |
-		some c in input.workload.containers
-		c.gpus > 0
-	],
-	[{"who": sprintf("init container %q", [c.name]), "gpus": c.gpus} |
-		some c in input.workload.initContainers
-		c.gpus > 0
+	array.concat(
+		[{"who": sprintf("container %q", [c.name]), "gpus": c.gpus} |
+			some c in input.workload.containers
+			c.gpus > 0
+		],
+		[{"who": sprintf("init container %q", [c.name]), "gpus": c.gpus} |
+			some c in input.workload.initContainers
+			c.gpus > 0
+		],
+	),
+	[{"who": sprintf("request %q", [d.request]), "gpus": d.count} |
+		input.workload.kind in claim_kinds
+		some d in input.workload.gpu.devices
+		d.gpu
+		d.count > 0
 	],
 )
 
 # pods names the pods the workload runs, in its own words: "pod" for a Pod,
-# each pod of Deployment "llama" for a workload with a pod template.
+# each pod of Deployment "llama" for a workload with a pod template; a claim
+# is named itself: ResourceClaim "big".
 pods := "pod" if {
 	input.workload.kind == "Pod"
+} else := sprintf("%s %q", [input.workload.kind, input.workload.name]) if {
+	input.workload.kind in claim_kinds
 } else := sprintf("each pod of %s %q", [input.workload.kind, input.workload.name])
+
+# requested names a device request: by its claim and name in a pod, by its
+# name in a claim.
+requested(d) := sprintf("request %q", [d.request]) if {
+	input.workload.kind in claim_kinds
+} else := sprintf("resource claim %q, request %q", [d.claim, d.request])
 
 # holding names the containers that ask for the GPUs: the one that does, or
 # each with its share.

@@ -137,3 +137,49 @@ test_denies_an_unresolved_claim if {
 	r := with_devices(review([container("vllm", 1)], {}), [], ["accel"])
 	policy.deny == {`each pod of Deployment "llama" uses resource claim "accel", whose ResourceClaimTemplate or ResourceClaim was not found in namespace "team-a", so its GPUs cannot be counted; create it first, then retry`} with input as r
 }
+
+# claim_review is the view of a ResourceClaim or ResourceClaimTemplate named
+# "big": no containers, its requests as devices, their GPUs as its count.
+claim_review(kind, devices, params) := {
+	"workload": object.union(base, {
+		"kind": kind, "apiVersion": "resource.k8s.io/v1", "name": "big",
+		"owner": "", "team": "", "injected": false, "servingContainer": "",
+		"containers": [], "initContainers": [], "ephemeralContainers": [],
+		"gpu": {
+			"resource": "nvidia.com/gpu", "products": [], "memoryMiB": 0,
+			"count": sum([d.count | some d in devices; d.gpu]),
+			"claims": ["big"], "devices": devices, "unresolvedClaims": [],
+		},
+		"engine": "", "serving": false,
+	}),
+	"object": {"kind": kind},
+	"oldObject": null,
+	"parameters": params,
+}
+
+claim_device(request, mode, n) := {"claim": "big", "request": request, "deviceClass": "gpu.nvidia.com", "allocationMode": mode, "count": n, "gpu": true}
+
+test_allows_a_claim_within_the_limit if {
+	count(policy.deny) == 0 with input as claim_review("ResourceClaim", [claim_device("gpu", "ExactCount", 8)], {})
+	count(policy.deny) == 0 with input as claim_review("ResourceClaimTemplate", [claim_device("gpu", "ExactCount", 8)], {})
+}
+
+test_denies_a_claim_asking_for_more_than_a_pod_may_hold if {
+	policy.deny == {`ResourceClaim "big" asks for 16 GPUs (request "gpu"); at most 8 are allowed per pod in namespace "team-a"`} with input as claim_review("ResourceClaim", [claim_device("gpu", "ExactCount", 16)], {})
+	policy.deny == {`ResourceClaimTemplate "big" asks for 10 GPUs (request "a": 4, request "b": 6); at most 8 are allowed per pod in namespace "team-a"`} with input as claim_review("ResourceClaimTemplate", [claim_device("a", "ExactCount", 4), claim_device("b", "ExactCount", 6)], {})
+}
+
+test_holds_a_claim_to_its_namespaces_limit if {
+	params := {"max": 8, "namespaces": {"sandbox": 1}}
+	policy.deny == {`ResourceClaim "big" asks for 2 GPUs (request "gpu"); at most 1 is allowed per pod in namespace "sandbox"`} with input as in_namespace(claim_review("ResourceClaim", [claim_device("gpu", "ExactCount", 2)], params), "sandbox")
+}
+
+test_denies_a_claim_for_every_gpu_of_a_node if {
+	policy.deny == {`ResourceClaim "big" asks for every GPU of a node (request "gpu": allocationMode All of device class "gpu.nvidia.com"); ask for an exact count, at most 8 per pod`} with input as claim_review("ResourceClaim", [claim_device("gpu", "All", 0)], {})
+	policy.deny == {`ResourceClaimTemplate "big" asks for every GPU of a node (request "gpu": allocationMode All of device class "gpu.nvidia.com"); ask for an exact count, at most 8 per pod`} with input as claim_review("ResourceClaimTemplate", [claim_device("gpu", "All", 0)], {})
+}
+
+test_allows_a_claim_for_every_nic_of_a_node if {
+	nic := object.union(claim_device("nic", "All", 0), {"deviceClass": "rdma.example.com", "gpu": false})
+	count(policy.deny) == 0 with input as claim_review("ResourceClaim", [nic], {})
+}

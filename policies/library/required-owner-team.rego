@@ -18,7 +18,8 @@
 # nobody else can), owner-full, and Pods that a controller creates from an
 # older template without an owner: they are denied like any other, so the
 # workload must be updated (or this policy scoped away from Pods with
-# spec.match.kinds).
+# spec.match.kinds). ResourceClaims and ResourceClaimTemplates, on which
+# modelgate stamps no owner, are not judged.
 package modelgate.library.required_owner_team
 
 require_team := object.get(input.parameters, ["requireTeam"], true)
@@ -36,6 +37,7 @@ namespace_team := object.get(input.workload.namespaceLabels, "modelgate.io/team"
 deny contains msg if {
 	input.workload.owner == ""
 	not team_follows_opt_in
+	not claim
 	msg := sprintf(
 		"label modelgate.io/owner is missing: modelgate records the creator of workloads that opt in; annotate %s %q with modelgate.io/inject: \"true\" or label namespace %q with modelgate.io/injection=enabled",
 		[input.workload.kind, input.workload.name, input.workload.namespace],
@@ -45,6 +47,7 @@ deny contains msg if {
 deny contains msg if {
 	input.workload.owner == ""
 	team_follows_opt_in
+	not claim
 	msg := sprintf(
 		"labels modelgate.io/owner and modelgate.io/team are missing: modelgate records the creator of workloads that opt in and copies namespace %q's modelgate.io/team=%s to them; annotate %s %q with modelgate.io/inject: \"true\" or label namespace %q with modelgate.io/injection=enabled",
 		[input.workload.namespace, namespace_team, input.workload.kind, input.workload.name, input.workload.namespace],
@@ -55,12 +58,14 @@ deny contains msg if {
 	require_team == true
 	input.workload.team == ""
 	namespace_team == ""
+	not claim
 	msg := sprintf("label modelgate.io/team is missing: label namespace %q with modelgate.io/team", [input.workload.namespace])
 }
 
 deny contains msg if {
 	input.workload.owner != ""
 	team_follows_opt_in
+	not claim
 	msg := sprintf(
 		"label modelgate.io/team is missing: namespace %q has modelgate.io/team=%s, which modelgate copies to workloads that opt in; annotate %s %q with modelgate.io/inject: \"true\"",
 		[input.workload.namespace, namespace_team, input.workload.kind, input.workload.name],
@@ -74,3 +79,7 @@ team_follows_opt_in if {
 	input.workload.team == ""
 	namespace_team != ""
 }
+
+# claim is a ResourceClaim or ResourceClaimTemplate: no owner is stamped on
+# it.
+claim if input.workload.kind in {"ResourceClaim", "ResourceClaimTemplate"}

@@ -78,3 +78,38 @@ test_skips_jobs_and_cronjobs if {
 	count(policy.deny) == 0 with input as review("CronJob", [container("vllm", false)], "vllm")
 	count(policy.deny) == 0 with input as update(review("Job", [container("vllm", false)], ""))
 }
+
+# claim_view is the view of a ResourceClaim or ResourceClaimTemplate, in
+# the contract's shape: no pod, no owner, no model, its requests as
+# devices (here 16 GPUs) and their GPUs as its count.
+claim_view(kind, parameters) := {
+	"workload": {
+		"kind": kind, "apiVersion": "resource.k8s.io/v1",
+		"name": "big", "namespace": "team-a",
+		"operation": "CREATE",
+		"labels": {}, "annotations": {}, "podLabels": {}, "podAnnotations": {},
+		"userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"], "uid": ""},
+		"namespaceLabels": {"modelgate.io/team": "nlp"},
+		"owner": "", "team": "", "injected": false,
+		"servingContainer": "",
+		"hostNetwork": false, "hostPID": false, "hostIPC": false,
+		"containers": [], "initContainers": [], "ephemeralContainers": [],
+		"gpu": {
+			"resource": "nvidia.com/gpu", "count": 16, "products": [], "memoryMiB": 0,
+			"claims": ["big"], "unresolvedClaims": [],
+			"devices": [{"claim": "big", "request": "gpu", "deviceClass": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 16, "gpu": true}],
+		},
+		"model": null, "engine": "", "serving": false,
+	},
+	"object": {"kind": kind},
+	"oldObject": null,
+	"parameters": parameters,
+}
+
+# A policy written for workloads judges a claim only when its match lists
+# the claim's kind; then it does not deny what a claim cannot have.
+test_does_not_judge_a_claim if {
+	every kind in ["ResourceClaim", "ResourceClaimTemplate"] {
+		count(policy.deny) == 0 with input as claim_view(kind, {})
+	}
+}

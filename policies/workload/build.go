@@ -65,6 +65,12 @@ func Build(s Source) *View {
 	}
 	v.GPU.Devices, v.GPU.UnresolvedClaims = orNone(devices), orNone(unresolved)
 	v.GPU.Count = podGPUs(v, spec)
+	if s.Claim != nil {
+		// A claim or template: what it asks for, and no pod.
+		v.GPU.Devices = orNone(requestsOf(obj.Name, s.Claim, s.GPU.GPUDeviceClasses))
+		v.GPU.Claims = []string{obj.Name}
+		v.GPU.Count = gpuDevices(v.GPU.Devices)
+	}
 	v.Serving = v.Engine != ""
 	return v
 }

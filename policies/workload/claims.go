@@ -68,6 +68,12 @@ func claimDevices(s *Source, spec *corev1.PodSpec) (devices []Device, unresolved
 			cs = &own.spec.Spec
 		}
 		if cs == nil {
+			if _, asAdmitted := s.Claims.(createdBefore); asAdmitted {
+				// Not one the Pod can be shown to have been admitted
+				// with: it asks for nothing, so that no violation it
+				// gives now reads as one the Pod already had.
+				continue
+			}
 			unresolved = append(unresolved, pc.Name)
 			continue
 		}
@@ -175,6 +181,18 @@ func exactCount(m resourcev1.DeviceAllocationMode, n int64) int64 {
 	}
 	if n <= 0 {
 		return 1
+	}
+	return n
+}
+
+// gpuDevices is how many GPUs the devices ask for: the count of every GPU
+// request (0 under All).
+func gpuDevices(devices []Device) int64 {
+	var n int64
+	for _, d := range devices {
+		if d.GPU {
+			n += d.Count
+		}
 	}
 	return n
 }

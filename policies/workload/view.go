@@ -1,6 +1,8 @@
 // Package workload builds the normalized view of an admitted workload that
 // Rego policies see as input.workload: one shape for Pods, Deployments,
-// StatefulSets, Jobs and CronJobs, with every key always present.
+// StatefulSets, Jobs and CronJobs, and for the ResourceClaims and
+// ResourceClaimTemplates their GPUs may come from, with every key always
+// present.
 //
 // Build turns the decoded pieces into a View; View.Value turns the View
 // into OPA's value form directly, without the JSON round trip (encode, then
@@ -11,6 +13,7 @@ package workload
 import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
@@ -32,6 +35,10 @@ type Source struct {
 	PodMeta *metav1.ObjectMeta
 	// PodSpec is the pod (template) spec; nil reads as empty.
 	PodSpec *corev1.PodSpec
+	// Claim is, for a ResourceClaim or a ResourceClaimTemplate, the claim spec it asks for (a template's spec.spec): the view's
+	// devices are its requests, named after the object, and its GPU count
+	// theirs. nil for a workload.
+	Claim *resourcev1.ResourceClaimSpec
 	// Settings are the object's parsed modelgate.io/* annotations; a zero
 	// or partial value is fine.
 	Settings annotations.Settings

@@ -114,10 +114,12 @@ type WorkloadPolicySpec struct {
 // empty WorkloadMatch matches every workload.
 type WorkloadMatch struct {
 	// kinds are the workload kinds the policy applies to. When empty it
-	// applies to every kind.
+	// applies to every workload kind. ResourceClaim and
+	// ResourceClaimTemplate (resource.k8s.io/v1), which are judged by what
+	// they ask for, are matched only when listed.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:items:Enum=Pod;Deployment;StatefulSet;Job;CronJob;AIInference
+	// +kubebuilder:validation:items:Enum=Pod;Deployment;StatefulSet;Job;CronJob;AIInference;ResourceClaim;ResourceClaimTemplate
 	Kinds []string `json:"kinds,omitempty"`
 
 	// namespaces are the names of the namespaces the policy applies to,

@@ -268,7 +268,7 @@ func TestCRDSpecSchema(t *testing.T) {
 		if kinds.Items == nil || kinds.Items.Schema == nil {
 			t.Fatal("match.kinds has no item schema")
 		}
-		wantKinds := []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob", "AIInference"}
+		wantKinds := []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob", "AIInference", "ResourceClaim", "ResourceClaimTemplate"}
 		if diff := cmp.Diff(wantKinds, jsonStrings(t, kinds.Items.Schema.Enum...)); diff != "" {
 			t.Errorf("match.kinds item enum (-want +got):\n%s", diff)
 		}

@@ -98,7 +98,7 @@ type ExceptionMatch struct {
 	// when empty.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:items:Enum=Pod;Deployment;StatefulSet;Job;CronJob;AIInference
+	// +kubebuilder:validation:items:Enum=Pod;Deployment;StatefulSet;Job;CronJob;AIInference;ResourceClaim;ResourceClaimTemplate
 	Kinds []string `json:"kinds,omitempty"`
 
 	// names are the names of the workloads covered, compared exactly;
