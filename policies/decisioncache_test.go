@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 

@@ -50,13 +50,13 @@ func TestExceptionsExcept(t *testing.T) {
 		"kind and name of different identities": {
 			ex: with(func(e *Exception) { e.Kinds, e.Names = []string{"Pod"}, []string{"gpu8"} }), subject: pod,
 		},
-		"another name":            {ex: with(func(e *Exception) { e.Names = []string{"gpu4"} }), subject: pod},
+		"another name": {ex: with(func(e *Exception) { e.Names = []string{"gpu4"} }), subject: pod},
 		// Issue 42, item 6: a policy is its source and its name.
 		"a policy of that name from another source": {ex: with(func(e *Exception) { e.Source = "directory" }), subject: pod},
-		"selector matches":        {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "bench"}) }), subject: pod, wantLifts: 1},
-		"selector misses":         {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "train"}) }), subject: pod},
-		"expired":                 {ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow }), subject: pod},
-		"expires in a nanosecond": {ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow.Add(time.Nanosecond) }), subject: pod, wantLifts: 1},
+		"selector matches":                          {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "bench"}) }), subject: pod, wantLifts: 1},
+		"selector misses":                           {ex: with(func(e *Exception) { e.Selector = labels.SelectorFromSet(labels.Set{"app": "train"}) }), subject: pod},
+		"expired":                                   {ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow }), subject: pod},
+		"expires in a nanosecond":                   {ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow.Add(time.Nanosecond) }), subject: pod, wantLifts: 1},
 		"within the clock skew of expiring": {
 			ex: with(func(e *Exception) { e.ExpiresAt = exceptionNow.Add(59 * time.Second) }), skew: time.Minute, subject: pod,
 		},

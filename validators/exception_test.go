@@ -199,7 +199,9 @@ func TestValidateException(t *testing.T) {
 // Without clock skew, expiresAt need only be in the future.
 func TestValidateExceptionNoClockSkew(t *testing.T) {
 	rules := ExceptionRules{Now: validateNow}
-	soon := exceptionFor(func(e *policyv1.WorkloadPolicyException) { e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(time.Second)) })
+	soon := exceptionFor(func(e *policyv1.WorkloadPolicyException) {
+		e.Spec.ExpiresAt = metav1.NewTime(validateNow.Add(time.Second))
+	})
 	if errs, _ := ValidateException(soon, nil, rules); len(errs) > 0 {
 		t.Errorf("a second ahead: %v, want accepted", errs)
 	}
