@@ -61,7 +61,7 @@ func startClientAuthServer(t *testing.T, caFile string) *clientAuthTestServer {
 		t.Fatal(err)
 	}
 	cfg := config.New()
-	cfg.Webhook.Host, cfg.Webhook.Port, cfg.Webhook.CertDir = "127.0.0.1", int32(port), dir //nolint:gosec // a local port.
+	cfg.Webhook.Host, cfg.Webhook.Port, cfg.Webhook.CertDir = "127.0.0.1", int32(port), dir
 	cfg.Webhook.ClientCAFile = caFile
 
 	auth, err := newClientAuth(cfg.Webhook, now)

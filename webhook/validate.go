@@ -133,7 +133,7 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 	// (a policy slow on the old object leaves the denial standing).
 	deadline := time.Now().Add(h.checker.Engine.Timeout())
 	d := h.checker.Check(ctx, w)
-	h.ratchet(ctx, deadline, req, obj, prev, nsLabels, decode, set, &d)
+	h.ratchet(ctx, deadline, req, prev, nsLabels, decode, set, &d)
 	if !d.Allowed() && ownershipOnlyUpdate(req) {
 		// Checked on the denied path only: the allowed one never pays for
 		// comparing the two objects.
@@ -184,7 +184,7 @@ func ownershipOnlyUpdate(req admission.Request) bool {
 // budget (deadline), and an old object that does not decode, or a policy
 // that fails on it, lifts nothing. prev is the old object when the review
 // already decoded it (a Pod's, for unjudgedUpdate), else nil.
-func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, obj, prev *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
+func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, prev *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
 	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || !d.Ratchetable() {
 		return
 	}

@@ -34,10 +34,10 @@ var (
 	modelgate = config.New().ControllerUsername()
 )
 
-// gpuRequest asks for n devices of the GPU class (n 0 and mode All: every
+// gpuRequest is the request "gpu" for n devices of the GPU class (n 0 and mode All: every
 // one of a node).
-func gpuRequest(name string, mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
-	return resourcev1.DeviceRequest{Name: name, Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: mode, Count: n}}
+func gpuRequest(mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
+	return resourcev1.DeviceRequest{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: mode, Count: n}}
 }
 
 // claimOf is a ResourceClaim, or a ResourceClaimTemplate, named name in
@@ -99,13 +99,13 @@ func TestValidatingClaims(t *testing.T) {
 			wantAllowed bool
 			wantMessage string
 		}{
-			"within the limit": {obj: claimOf(kind, "small", gpuRequest("gpu", "", 4)), user: alice, wantAllowed: true},
+			"within the limit": {obj: claimOf(kind, "small", gpuRequest("", 4)), user: alice, wantAllowed: true},
 			"more GPUs than a pod may hold": {
-				obj: claimOf(kind, "big", gpuRequest("gpu", "", 16)), user: alice,
+				obj: claimOf(kind, "big", gpuRequest("", 16)), user: alice,
 				wantMessage: `[max-gpus-per-pod] ` + kind + ` "big" asks for 16 GPUs (request "gpu"); at most 4 are allowed per pod in namespace "team-a"`,
 			},
 			"every GPU of a node": {
-				obj: claimOf(kind, "whole", gpuRequest("gpu", resourcev1.DeviceAllocationModeAll, 0)), user: alice,
+				obj: claimOf(kind, "whole", gpuRequest(resourcev1.DeviceAllocationModeAll, 0)), user: alice,
 				wantMessage: `[max-gpus-per-pod] ` + kind + ` "whole" asks for every GPU of a node (request "gpu": allocationMode All of device class "gpu.nvidia.com"); ask for an exact count, at most 4 per pod`,
 			},
 		}
@@ -130,7 +130,7 @@ func TestValidatingClaims(t *testing.T) {
 	t.Run("a policy whose match names no claim kind does not judge claims", func(t *testing.T) {
 		workloads := validating(t, maxGPUs(t))
 		for _, kind := range claimKinds {
-			if resp := workloads.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf(kind, "big", gpuRequest("gpu", "", 16)), nil, alice)); !resp.Allowed {
+			if resp := workloads.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf(kind, "big", gpuRequest("", 16)), nil, alice)); !resp.Allowed {
 				t.Errorf("%s: denied (%v), want allowed: an empty match.kinds means the workload kinds", kind, resp.Result.Message)
 			}
 		}
@@ -138,7 +138,7 @@ func TestValidatingClaims(t *testing.T) {
 
 	t.Run("excluded and ignored namespaces are left alone", func(t *testing.T) {
 		for _, ns := range []string{"kube-system", nsIgnored} {
-			c := claimOf("ResourceClaim", "big", gpuRequest("gpu", "", 16)).(*resourcev1.ResourceClaim)
+			c := claimOf("ResourceClaim", "big", gpuRequest("", 16)).(*resourcev1.ResourceClaim)
 			c.Namespace = ns
 			req := claimRequest(t, admissionv1.Create, c, nil, alice)
 			req.Namespace = ns
@@ -161,11 +161,11 @@ func TestValidatingClaims(t *testing.T) {
 		expires := time.Now().Add(time.Hour).Truncate(time.Second)
 		hx.checker.Engine.SetExceptions(policies.NewExceptions(time.Minute, &policies.Exception{Namespace: nsPlain, Name: "bench",
 			Policies: []string{"max-gpus-per-pod"}, Kinds: []string{"ResourceClaim"}, Names: []string{"big"}, ExpiresAt: expires}))
-		resp := hx.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf("ResourceClaim", "big", gpuRequest("gpu", "", 16)), nil, alice))
+		resp := hx.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf("ResourceClaim", "big", gpuRequest("", 16)), nil, alice))
 		if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "allowed by exception "+nsPlain+"/bench") {
 			t.Errorf("%v %v, want allowed with the exception's warning", resp.Allowed, resp.Warnings)
 		}
-		if resp := hx.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf("ResourceClaim", "other", gpuRequest("gpu", "", 16)), nil, alice)); resp.Allowed {
+		if resp := hx.Handle(context.Background(), claimRequest(t, admissionv1.Create, claimOf("ResourceClaim", "other", gpuRequest("", 16)), nil, alice)); resp.Allowed {
 			t.Error("a claim the exception does not name: allowed, want denied")
 		}
 	})
@@ -177,7 +177,7 @@ func TestValidatingClaims(t *testing.T) {
 // itself.
 func TestValidatingClaimUpdatesAndCopies(t *testing.T) {
 	h := validating(t, maxGPUs(t, "ResourceClaim", "ResourceClaimTemplate"))
-	big := claimOf("ResourceClaim", "big", gpuRequest("gpu", "", 16)).(*resourcev1.ResourceClaim)
+	big := claimOf("ResourceClaim", "big", gpuRequest("", 16)).(*resourcev1.ResourceClaim)
 	labelled := big.DeepCopy()
 	labelled.Labels = map[string]string{"team": "nlp"}
 	resp := h.Handle(context.Background(), claimRequest(t, admissionv1.Update, labelled, big, alice))
@@ -197,7 +197,7 @@ func TestValidatingClaimUpdatesAndCopies(t *testing.T) {
 		c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "server", UID: "u", Controller: ptr.To(true)}}
 		return c
 	}
-	ours := claimOf("ResourceClaimTemplate", gpuclaim.TemplatePrefix+"16-0123456789", gpuRequest("gpu", "", 16)).(*resourcev1.ResourceClaimTemplate)
+	ours := claimOf("ResourceClaimTemplate", gpuclaim.TemplatePrefix+"16-0123456789", gpuRequest("", 16)).(*resourcev1.ResourceClaimTemplate)
 	ours.Labels = map[string]string{gpuclaim.ManagedByLabel: gpuclaim.ManagedBy}
 	cases := map[string]struct {
 		req         admission.Request
@@ -236,7 +236,7 @@ func TestValidatingClaimUpdatesAndCopies(t *testing.T) {
 func TestUnjudgedClaim(t *testing.T) {
 	claim := func(edit func(*claimObject)) *claimObject {
 		c := &claimObject{meta: &metav1.ObjectMeta{Name: "c", Labels: map[string]string{"app": "x"}},
-			spec: &resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{gpuRequest("gpu", "", 2)}}}}
+			spec: &resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{gpuRequest("", 2)}}}}
 		if edit != nil {
 			edit(c)
 		}
@@ -308,7 +308,7 @@ func (m datedClaims) DatedClaimSpec(ns string, pc corev1.PodResourceClaim) (*res
 func TestValidatingPodClaimsJudgedAgain(t *testing.T) {
 	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	claimAt := func(n int64, at time.Time) *resourcev1.ResourceClaim {
-		c := claimOf("ResourceClaim", "accel", gpuRequest("gpu", "", n)).(*resourcev1.ResourceClaim)
+		c := claimOf("ResourceClaim", "accel", gpuRequest("", n)).(*resourcev1.ResourceClaim)
 		c.CreationTimestamp = metav1.NewTime(at)
 		return c
 	}

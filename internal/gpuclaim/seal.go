@@ -8,7 +8,7 @@ import (
 	"github.com/modelgate/modelgate/internal/seal"
 )
 
-// SealAnnotation, on a template, is modelgate's seal of it
+// SealAnnotation is the annotation holding modelgate's seal of a template
 // (seal.Key.SignObject): of its namespace, name and spec, under the key only
 // modelgate's replicas hold. It is the proof that modelgate made the
 // template, which the controller asks for before it deletes one:

@@ -4,10 +4,11 @@
 package config
 
 import (
-	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/modelgate/modelgate/internal/seal"
 )
 
 // APIVersion and Kind identify a Configuration file.
