@@ -1,11 +1,11 @@
 package mutators
 
 import (
-	"github.com/modelgate/modelgate/internal/gpuclaim"
-	"github.com/modelgate/modelgate/internal/seal"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/gpuclaim"
+	"github.com/modelgate/modelgate/internal/seal"
 )
 
 // Options are the platform settings the mutators work with, taken from the

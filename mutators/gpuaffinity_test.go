@@ -2,7 +2,6 @@ package mutators
 
 import (
 	"errors"
-	"github.com/modelgate/modelgate/internal/seal"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/test/builders"
 )
 

@@ -22,9 +22,9 @@ var (
 		LocalObjectReference: corev1.LocalObjectReference{Name: "engine-settings"}}}}
 )
 
-// withEnv sets container i's environment.
-func withEnv(i int, env ...corev1.EnvVar) func(*corev1.PodSpec) {
-	return func(s *corev1.PodSpec) { s.Containers[i].Env = env }
+// withEnv sets the first container's environment.
+func withEnv(env ...corev1.EnvVar) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) { s.Containers[0].Env = env }
 }
 
 // envOwns are the env parts owned on the container "server".
@@ -61,16 +61,16 @@ func TestHFEnv(t *testing.T) {
 			model: hf, wantEnv: [][]corev1.EnvVar{{hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
 		},
 		"ahead of the container's own variables": {
-			model: hf, before: withEnv(0, userFoo),
+			model: hf, before: withEnv(userFoo),
 			wantEnv: [][]corev1.EnvVar{{hubCache, offline, userFoo}}, wantOwns: envOwns(hubCache, offline),
 		},
 		"the container's own HF_HUB_OFFLINE stays, whatever its value": {
-			model: hf, before: withEnv(0, userFoo, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "0"}),
+			model: hf, before: withEnv(userFoo, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "0"}),
 			wantEnv:  [][]corev1.EnvVar{{hubCache, userFoo, {Name: "HF_HUB_OFFLINE", Value: "0"}}},
 			wantOwns: envOwns(hubCache),
 		},
 		"the container's own HF_HUB_CACHE from a Secret stays": {
-			model: hf, before: withEnv(0, fromSecret),
+			model: hf, before: withEnv(fromSecret),
 			wantEnv: [][]corev1.EnvVar{{offline, fromSecret}}, wantOwns: envOwns(offline),
 		},
 		"envFrom is opaque: the variables are added, envFrom stays": {
@@ -87,11 +87,11 @@ func TestHFEnv(t *testing.T) {
 			wantEnv: [][]corev1.EnvVar{{hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
 		},
 		"the serving container only": {
-			model: hf, twoContainers: true, container: 1, before: withEnv(0, userFoo),
+			model: hf, twoContainers: true, container: 1, before: withEnv(userFoo),
 			wantEnv: [][]corev1.EnvVar{{userFoo}, {hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
 		},
 		"an s3 model: none": {
-			model: modelSettings(s3Llama), before: withEnv(0, userFoo), wantEnv: [][]corev1.EnvVar{{userFoo}},
+			model: modelSettings(s3Llama), before: withEnv(userFoo), wantEnv: [][]corev1.EnvVar{{userFoo}},
 		},
 		"an oci model: none": {
 			model: modelSettings("oci://ghcr.io/org/model:v1"), wantEnv: [][]corev1.EnvVar{nil},
@@ -102,14 +102,14 @@ func TestHFEnv(t *testing.T) {
 			wantEnv: [][]corev1.EnvVar{nil},
 		},
 		"hf, then s3: the variables go, the user's stay": {
-			earlier: hf, model: modelSettings(s3Llama), before: withEnv(0, userFoo), wantEnv: [][]corev1.EnvVar{{userFoo}},
+			earlier: hf, model: modelSettings(s3Llama), before: withEnv(userFoo), wantEnv: [][]corev1.EnvVar{{userFoo}},
 		},
 		"hf, then no model: the variables go": {
 			earlier: hf, wantEnv: [][]corev1.EnvVar{nil},
 		},
 		"hf, then another mount path: HF_HUB_CACHE follows": {
 			earlier: hf, model: modelSettings(hfLlama, func(m *annotations.ModelSettings) { m.MountPath = "/mnt/weights" }),
-			before:   withEnv(0, userFoo),
+			before:   withEnv(userFoo),
 			wantEnv:  [][]corev1.EnvVar{{{Name: "HF_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, offline, userFoo}},
 			wantOwns: []string{"env/server/HF_HUB_CACHE=/mnt/weights/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1"},
 		},
@@ -196,11 +196,11 @@ func TestHFEnv(t *testing.T) {
 func TestHFEnvOptOut(t *testing.T) {
 	cases := map[string]func(*corev1.PodSpec){
 		"no environment":                                nil,
-		"the user's variables":                          withEnv(0, userFoo, corev1.EnvVar{Name: "BAR", Value: "$(FOO)/x"}),
-		"the user's own HF_HUB_OFFLINE":                 withEnv(0, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "0"}, userFoo),
-		"the user's HF_HUB_CACHE, Secret":               withEnv(0, fromSecret),
+		"the user's variables":                          withEnv(userFoo, corev1.EnvVar{Name: "BAR", Value: "$(FOO)/x"}),
+		"the user's own HF_HUB_OFFLINE":                 withEnv(corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "0"}, userFoo),
+		"the user's HF_HUB_CACHE, Secret":               withEnv(fromSecret),
 		"the user's envFrom":                            func(s *corev1.PodSpec) { s.Containers[0].EnvFrom = configEnvFrom },
-		"the user's HF variables, equal to modelgate's": withEnv(0, hubCache, offline),
+		"the user's HF variables, equal to modelgate's": withEnv(hubCache, offline),
 	}
 	for name, before := range cases {
 		for _, kind := range targetKinds {

@@ -163,13 +163,14 @@ var (
 )
 
 // hfInjected is modelInjected for an hf:// model that modelgate's loader
-// fetches: the Hugging Face environment goes ahead of container i's own.
-func hfInjected(i int, loader *corev1.Container, v corev1.Volume, mountPath, subPath string) func(*corev1.PodSpec) {
+// fetches into the first container, mounted at /models: the Hugging Face
+// environment goes ahead of the container's own.
+func hfInjected(loader *corev1.Container, v corev1.Volume) func(*corev1.PodSpec) {
 	return func(s *corev1.PodSpec) {
-		modelInjected(i, loader, v, mountPath, subPath)(s)
-		c := &s.Containers[i]
+		modelInjected(0, loader, v, "/models", "")(s)
+		c := &s.Containers[0]
 		c.Env = append([]corev1.EnvVar{
-			{Name: "HF_HUB_CACHE", Value: mountPath + "/.cache/huggingface/hub"},
+			{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
 			{Name: "HF_HUB_OFFLINE", Value: "1"},
 		}, c.Env...)
 	}
@@ -204,7 +205,7 @@ func TestModelLoader(t *testing.T) {
 		"no model: unchanged": {},
 		"hf model on disk: loader first, sized emptyDir, ephemeral storage, HF environment": {
 			model: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
-			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
+			want: hfInjected(llamaLoader, emptyDir("", "20Gi")), wantChanged: true, wantOwns: hfOwned,
 		},
 		"s3 model on disk": {
 			model:       modelSettings(s3Llama, sized("16Gi")),
@@ -225,8 +226,8 @@ func TestModelLoader(t *testing.T) {
 		},
 		"memory cache: tmpfs emptyDir, the loader's memory request and limit raised by the size": {
 			model: modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")),
-			want: hfInjected(0, wantLoader(hfLlama, "/models", "", memoryFor("20992Mi", "22Gi")),
-				emptyDir(corev1.StorageMediumMemory, "20Gi"), "/models", ""),
+			want: hfInjected(wantLoader(hfLlama, "/models", "", memoryFor("20992Mi", "22Gi")),
+				emptyDir(corev1.StorageMediumMemory, "20Gi")),
 			wantChanged: true, wantOwns: hfOwned,
 		},
 		"memory cache without a configured memory limit: the request only": {
@@ -334,7 +335,7 @@ func TestModelLoader(t *testing.T) {
 			options: func(o *LoaderOptions) {
 				o.Schemes = map[annotations.Scheme]LoaderImage{annotations.SchemeS3: {Image: "registry.example.com/loaders/s3:2"}}
 			},
-			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
+			want: hfInjected(llamaLoader, emptyDir("", "20Gi")), wantChanged: true, wantOwns: hfOwned,
 		},
 		"the user's model-loader is kept as written; volume and mount still wired": {
 			model:  modelSettings(hfLlama, sized("20Gi")),
@@ -343,7 +344,7 @@ func TestModelLoader(t *testing.T) {
 		},
 		"a new model replaces the recorded loader in place": {
 			model: modelSettings(hfLlama, sized("20Gi")), earlier: modelSettings("hf://org/old-model", sized("4Gi")), before: withSetup,
-			want: hfInjected(0, llamaLoader, emptyDir("", "20Gi"), "/models", ""), wantChanged: true, wantOwns: hfOwned,
+			want: hfInjected(llamaLoader, emptyDir("", "20Gi")), wantChanged: true, wantOwns: hfOwned,
 		},
 		"a pvc model after an hf one removes the recorded loader": {
 			model: modelSettings("pvc://models/llama/v3"), earlier: modelSettings(hfLlama, sized("20Gi")), before: withSetup,
@@ -496,7 +497,7 @@ func TestModelLoaderOptOut(t *testing.T) {
 		before func(*corev1.PodSpec)
 	}{
 		"hf on disk":                   {model: modelSettings(hfLlama, sized("20Gi")), before: withSetup},
-		"hf in memory, the user's env": {model: modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")), before: withEnv(0, userFoo)},
+		"hf in memory, the user's env": {model: modelSettings(hfLlama, sized("20Gi"), cachedIn(annotations.CacheMemory, "")), before: withEnv(userFoo)},
 		"s3 in memory":                 {model: modelSettings(s3Llama, sized("16Gi"), cachedIn(annotations.CacheMemory, ""))},
 		"a shared cache claim":         {model: modelSettings(hfLlama, cachedIn(annotations.CachePVC, "model-cache"))},
 		"a pvc model":                  {model: modelSettings("pvc://models/llama/v3"), before: withSetup},

@@ -28,9 +28,9 @@ type Observer interface {
 	Cached(policy, decision string)
 }
 
-// LoadObserver, when the Observer implements it, is told the names of the
-// policies of every Set the engine is given (the webhook makes their
-// metrics' series exist before their first evaluation).
+// LoadObserver is what an Observer also implements to be told the names
+// of the policies of every Set the engine is given (the webhook makes
+// their metrics' series exist before their first evaluation).
 type LoadObserver interface {
 	Loaded(names []string)
 }

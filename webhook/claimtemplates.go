@@ -240,7 +240,7 @@ func (r *ClaimTemplateReconciler) SetupWithManager(mgr manager.Manager) error {
 	})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("gpu-claim-templates").
-		WatchesRawSource(source.Kind(cache.Cache(pods), &corev1.Pod{}, byLabel)).
+		WatchesRawSource(source.Kind(pods, &corev1.Pod{}, byLabel)).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &resourcev1.ResourceClaimTemplate{}, ours)).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: 4}).
 		Complete(r)

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"github.com/modelgate/modelgate/internal/seal"
 	"maps"
 	"net/http"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/builders"
 	"github.com/modelgate/modelgate/webhook/config"

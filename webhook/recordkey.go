@@ -44,7 +44,7 @@ func LoadRecordKey(ctx context.Context, c client.Client, namespace string) (*sea
 		if err == nil {
 			k, err := seal.New(s.Data[RecordKeyField])
 			if err != nil {
-				return nil, fmt.Errorf("Secret %s data[%s]: %w; delete the Secret to have modelgate make a new key", name, RecordKeyField, err)
+				return nil, fmt.Errorf("secret %s data[%s]: %w; delete the Secret to have modelgate make a new key", name, RecordKeyField, err)
 			}
 			return k, nil
 		}

@@ -76,16 +76,16 @@ var rawInBody = jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsont
 func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := reviewBody(r)
 	if err != nil {
-		h.fail(w, http.StatusBadRequest, err)
+		h.fail(w, err)
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "application/json" {
-		h.fail(w, http.StatusBadRequest, fmt.Errorf("contentType=%s, expected application/json", ct))
+		h.fail(w, fmt.Errorf("contentType=%s, expected application/json", ct))
 		return
 	}
 	var ar envelope
 	if err := jsonv2.Unmarshal(body, &ar, rawInBody); err != nil {
-		h.fail(w, http.StatusBadRequest, fmt.Errorf("decoding the AdmissionReview: %w", steadyError{err}))
+		h.fail(w, fmt.Errorf("decoding the AdmissionReview: %w", steadyError{err}))
 		return
 	}
 	if ar.APIVersion == "" && ar.Kind == "" {
@@ -93,7 +93,7 @@ func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ar.APIVersion, ar.Kind = admissionGroupVersions[0], "AdmissionReview"
 	}
 	if ar.Kind != "AdmissionReview" || (ar.APIVersion != admissionGroupVersions[0] && ar.APIVersion != admissionGroupVersions[1]) {
-		h.fail(w, http.StatusBadRequest, fmt.Errorf("apiVersion %q, kind %q: expected an AdmissionReview of %v", ar.APIVersion, ar.Kind, admissionGroupVersions))
+		h.fail(w, fmt.Errorf("apiVersion %q, kind %q: expected an AdmissionReview of %v", ar.APIVersion, ar.Kind, admissionGroupVersions))
 		return
 	}
 	req := admission.Request{}
@@ -147,11 +147,11 @@ func (h *reviewHTTP) handle(ctx context.Context, req admission.Request) (resp ad
 	return resp
 }
 
-// fail answers a review that cannot be read: an AdmissionReview with no
-// version, as controller-runtime answers it.
-func (h *reviewHTTP) fail(w http.ResponseWriter, code int32, err error) {
+// fail answers a review that cannot be read: 400 in an AdmissionReview
+// with no version, as controller-runtime answers it.
+func (h *reviewHTTP) fail(w http.ResponseWriter, err error) {
 	h.log.Error(err, "bad request")
-	resp := admission.Errored(code, err)
+	resp := admission.Errored(http.StatusBadRequest, err)
 	h.write(w, admissionv1.AdmissionReview{Response: &resp.AdmissionResponse})
 }
 

@@ -242,7 +242,7 @@ func asSent(tb testing.TB, req admission.Request) admission.Request {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		return &metav1.FieldsV1{Raw: raw}
+		return metav1.NewFieldsV1(string(raw))
 	}
 	now := metav1.Now()
 	return edited(tb, req, func(d *appsv1.Deployment) {

@@ -100,7 +100,7 @@ func (v *View) appendTop(e keyEncoder, k *ast.Term) keyEncoder {
 	panic("workload: no key for a top-level key")
 }
 
-func (e keyEncoder) len(n int) keyEncoder { return binary.AppendUvarint(e, uint64(n)) }
+func (e keyEncoder) len(n int) keyEncoder { return binary.AppendUvarint(e, uint64(n)) } //nolint:gosec // n is always a len(), never negative
 
 func (e keyEncoder) str(s string) keyEncoder { return append(e.len(len(s)), s...) }
 

@@ -133,7 +133,7 @@ func waitInjection(ctx context.Context, c client.Client, p *process) error {
 			// The webhook may refuse calls for a moment after its
 			// configuration is loaded: ask again, and report the last
 			// answer if it never changes.
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; the last error is reported on timeout
 		}
 		_, injected := probe.Annotations[annotations.Injected]
 		if !injected {

@@ -272,7 +272,7 @@ func (n *RealNode) waitReady(ctx context.Context, admin client.Client) error {
 		node := &corev1.Node{}
 		if err := admin.Get(ctx, client.ObjectKey{Name: n.Name}, node); err != nil {
 			last = "not registered (" + err.Error() + ")"
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; the last state is reported on timeout
 		}
 		if err := n.setAddresses(ctx, admin, node); err != nil {
 			return false, err

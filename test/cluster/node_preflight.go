@@ -159,7 +159,7 @@ func writableDir(dir string) error {
 func foreignProcess(names ...string) string {
 	for _, pid := range pids() {
 		dir := filepath.Join("/proc", strconv.Itoa(pid))
-		comm, err := os.ReadFile(filepath.Join(dir, "comm"))
+		comm, err := os.ReadFile(filepath.Join(dir, "comm")) //nolint:gosec // /proc/<pid>/comm of a pid listed in /proc
 		if err != nil || !slices.Contains(names, string(bytes.TrimSpace(comm))) {
 			continue
 		}
@@ -177,7 +177,7 @@ func lockNode() (*os.File, error) {
 	if err != nil {
 		return nil, &NodeUnavailableError{"cannot open " + nodeLockPath + " (" + err.Error() + ")", "run as root"}
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil { //nolint:gosec // a file descriptor fits an int.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(nodeLockPath)
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {

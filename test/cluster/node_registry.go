@@ -119,8 +119,11 @@ func layoutImage(dir string) (v1.Image, error) {
 		return nil, fmt.Errorf("reading %s: %w", dir, err)
 	}
 	m, err := top.IndexManifest()
-	if err != nil || len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("%s: want one image index in the layout (%v)", dir, err)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want one image index in the layout: %w", dir, err)
+	}
+	if len(m.Manifests) != 1 {
+		return nil, fmt.Errorf("%s: want one image index in the layout, found %d", dir, len(m.Manifests))
 	}
 	idx, err := top.ImageIndex(m.Manifests[0].Digest)
 	if err != nil {

@@ -136,7 +136,7 @@ func (p *Plugin) WaitReady(ctx context.Context, timeout time.Duration) error {
 		list, err := p.opts.KubeClient.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: selector})
 		if err != nil {
 			missing = "listing the ResourceSlices: " + err.Error()
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; what is missing is reported on timeout
 		}
 		n := 0
 		for _, s := range list.Items {

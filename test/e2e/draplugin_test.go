@@ -85,7 +85,7 @@ var _ = Describe("On the real node, GPUs through DRA", func() {
 		Expect(prep.SpecFile).To(BeAnExistingFile())
 		Expect(strings.TrimSpace(execIn(ctx, &pod, servingContainer, "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"))).To(Equal(uuid))
 		Expect(strings.TrimSpace(execIn(ctx, &pod, servingContainer, "sh", "-c", "echo $MODELGATE_DRA_CLAIM"))).To(Equal(ns + "/" + claimName))
-		Expect(podLogs(ctx, &pod, servingContainer, false)).To(ContainSubstring("gpus=" + uuid + " claim=" + ns + "/" + claimName))
+		Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("gpus=" + uuid + " claim=" + ns + "/" + claimName))
 
 		By("deleting the Pod: the kubelet has the plugin unprepare the claim, which removes its CDI spec")
 		Expect(k8s.Delete(ctx, &pod)).To(Succeed())

@@ -114,7 +114,7 @@ var _ = Describe("Models as image volumes, on the real node", func() {
 			corev1.EnvVar{Name: mutators.EnvHFHubOffline, Value: "1"}))
 		// The engine resolved acme/tiny-llm in the Hub cache inside the
 		// image, read the config and checked every tensor of the shard.
-		Expect(podLogs(ctx, &first, first.Spec.Containers[0].Name, false)).To(MatchRegexp(
+		Expect(podLogs(ctx, &first, first.Spec.Containers[0].Name)).To(MatchRegexp(
 			`engine: loaded ` + tinyLLM + ` from /models/\.cache/huggingface/hub/models--acme--tiny-llm/snapshots/` + commit + `: \d+ tensors in 1 files, \d+ bytes, config LlamaForCausalLM`))
 
 		By("a second Pod on the node mounts the image the node has")

@@ -75,7 +75,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 				g.Expect(got.Status.InitContainerStatuses).NotTo(BeEmpty(), describeStatus(got))
 				g.Expect(initStatus(g, got, loaderName).State.Running).NotTo(BeNil(), describeStatus(got))
-				logs += podLogs(ctx, got, loaderName, false)
+				logs += podLogs(ctx, got, loaderName)
 			}
 			g.Expect(logs).To(ContainSubstring("waiting for another loader"))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), func() string { return "neither loader waits for the other\n" + events(ctx, ns) })
@@ -88,9 +88,9 @@ var _ = Describe("The injected model loader, on the real node", func() {
 			Expect(s.State.Terminated.ExitCode).To(BeZero())
 			Expect(s.RestartCount).To(BeZero())
 			messages = append(messages, s.State.Terminated.Message)
-			logs := podLogs(ctx, &pod, loaderName, false)
+			logs := podLogs(ctx, &pod, loaderName)
 			Expect(logs + s.State.Terminated.Message).NotTo(ContainSubstring(s3Secret))
-			Expect(podLogs(ctx, &pod, servingContainer, false)).To(ContainSubstring("engine: loaded /models"))
+			Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("engine: loaded /models"))
 		}
 		slices.Sort(messages)
 		Expect(messages[0]).To(And(HavePrefix("loaded 3 files"), HaveSuffix("verified")))
@@ -195,7 +195,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return events(ctx, ns) })
 		s := initStatus(Default, &pod, loaderName)
 		Expect(s.State.Terminated.Message).To(And(HavePrefix("loaded 2 files"), HaveSuffix("verified")))
-		Expect(podLogs(ctx, &pod, servingContainer, false)).To(ContainSubstring("engine: loaded /data"))
+		Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("engine: loaded /data"))
 		code, _ := httpGet(ctx, "http://127.0.0.1:"+port+"/health")
 		Expect(code).To(Equal(200))
 		Expect(owners(claimDir)).To(HaveKey("65532:65532"), "the loader's files")
@@ -237,7 +237,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		Expect(loader.RestartCount).To(BeZero(), "the loader never ran before the proxy listened")
 
 		By("the kubelet started the loader after the proxy's startup probe passed, not when it started")
-		proxyLogs := podLogs(ctx, &pod, "egress-proxy", false)
+		proxyLogs := podLogs(ctx, &pod, "egress-proxy")
 		m := regexp.MustCompile(`proxy: listening on \S+ at (\S+),`).FindStringSubmatch(proxyLogs)
 		Expect(m).To(HaveLen(2), proxyLogs)
 		listening, err := time.Parse(time.RFC3339Nano, m[1])
@@ -252,7 +252,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		Expect(proxyLogs).To(ContainSubstring("proxy: GET /api/models/" + tinyLLM))
 		Expect(proxyLogs).To(ContainSubstring(" 200\n"))
 		Expect(proxyLogs).NotTo(ContainSubstring(token))
-		Expect(podLogs(ctx, &pod, servingContainer, false)).To(ContainSubstring("engine: loaded " + tinyLLM))
+		Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("engine: loaded " + tinyLLM))
 	}, SpecTimeout(3*time.Minute))
 
 	It("model-cache memory: the loader writes a model larger than its base limit into tmpfs within the raised limit; a model larger than declared is refused at once", func(ctx SpecContext) {
@@ -294,7 +294,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 			3*shard>>20, peak>>20, limit, s.State.Terminated.Message))
 		Expect(peak).To(BeNumerically(">=", 3*shard), "the model's pages are charged to the Pod")
 		Expect(peak).To(BeNumerically("<", limit.Value()))
-		Expect(podLogs(ctx, &got, servingContainer, false)).To(ContainSubstring("engine: loaded " + tinyLLM))
+		Expect(podLogs(ctx, &got, servingContainer)).To(ContainSubstring("engine: loaded " + tinyLLM))
 
 		By("model-size 1Gi for the same model: the tmpfs is too small, and the loader says so before the first byte")
 		served := hub.BytesServed()

@@ -96,8 +96,8 @@ func clientset() *kubernetes.Clientset {
 
 // podLogs reads a container's log through the API server (which asks the
 // kubelet over TLS), as kubectl logs does.
-func podLogs(ctx context.Context, pod *corev1.Pod, container string, previous bool) string {
-	b, err := clientset().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Previous: previous}).DoRaw(ctx)
+func podLogs(ctx context.Context, pod *corev1.Pod, container string) string {
+	b, err := clientset().CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred(), "the log of %s/%s", pod.Name, container)
 	return string(b)
 }

@@ -59,7 +59,7 @@ var _ = Describe("On the real node", func() {
 		Expect(owners(emptyDirOnNode(&pod, storeName))).To(HaveKey("65532:65532"), "the loader's files are not its user's")
 
 		By("the engine read the model from the cache, offline, and serves it")
-		logs := podLogs(ctx, &pod, servingContainer, false)
+		logs := podLogs(ctx, &pod, servingContainer)
 		Expect(logs).To(ContainSubstring("engine: loaded " + tinyLLM))
 		code, body := httpGet(ctx, "http://127.0.0.1:"+port+"/v1/models")
 		Expect(code).To(Equal(200))
@@ -101,7 +101,7 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		By("the token is in no event, log or status")
 		status, err := json.Marshal(pod.Status)
 		Expect(err).NotTo(HaveOccurred())
-		everything := string(status) + events(ctx, ns) + podLogs(ctx, &pod, loaderName, false)
+		everything := string(status) + events(ctx, ns) + podLogs(ctx, &pod, loaderName)
 		Expect(everything).NotTo(ContainSubstring(wrong))
 		Expect(everything).NotTo(ContainSubstring("e2eWrongToken"))
 	}, SpecTimeout(2*time.Minute))
@@ -197,7 +197,7 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		again := hub.BytesServed() - servedAtKill
 		AddReportEntry("resumed load", fmt.Sprintf("%d MiB served before the kill, %d MiB after, of a %d MiB model", servedAtKill>>20, again>>20, size>>20))
 		Expect(again).To(BeNumerically("<", size), "the restarted loader fetched the whole model again")
-		Expect(podLogs(ctx, &pod, servingContainer, false)).To(ContainSubstring("engine: loaded " + tinyLLM))
+		Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("engine: loaded " + tinyLLM))
 	}, SpecTimeout(3*time.Minute))
 })
 
@@ -254,7 +254,7 @@ var _ = Describe("On the real node, unchanged", func() {
 		By("the loader fetched the model; the engine, started by /bin/sh, found it offline and serves on 8000")
 		st := initStatus(Default, &pod, loaderName)
 		Expect(st.State.Terminated.ExitCode).To(BeZero())
-		Expect(podLogs(ctx, &pod, "mistral-7b", false)).To(ContainSubstring("engine: loaded " + model))
+		Expect(podLogs(ctx, &pod, "mistral-7b")).To(ContainSubstring("engine: loaded " + model))
 		code, body := httpGet(ctx, "http://127.0.0.1:8000/v1/models")
 		Expect(code).To(Equal(200))
 		Expect(body).To(ContainSubstring(model))
@@ -293,7 +293,7 @@ var _ = Describe("On the real node, unchanged", func() {
 		Expect(k8s.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{annotations.InferenceLabel: "tiny"})).To(Succeed())
 		Expect(pods.Items).To(HaveLen(1))
 		Expect(pods.Items[0].Spec.NodeName).To(Equal(realNode().Name))
-		Expect(podLogs(ctx, &pods.Items[0], aiinference.ServingContainer, false)).To(ContainSubstring("engine: loaded " + tinyLLM))
+		Expect(podLogs(ctx, &pods.Items[0], aiinference.ServingContainer)).To(ContainSubstring("engine: loaded " + tinyLLM))
 		Expect(ai.Delete(ctx, got)).To(Succeed())
 
 		By("a model that is not on the Hub")

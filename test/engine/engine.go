@@ -150,7 +150,7 @@ func writeTerminationLog(p proc, msg string) {
 	if !ok {
 		path = defaultTerminationLog
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0) //nolint:gosec // the kubelet's termination log, or the test's override of it
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}

@@ -153,7 +153,7 @@ func snapshotDir(cache, repo, revision string) (string, error) {
 		if !filepath.IsLocal(revision) {
 			return "", miss("no ref %s", revision)
 		}
-		b, err := os.ReadFile(filepath.Join(repoDir, "refs", revision))
+		b, err := os.ReadFile(filepath.Join(repoDir, "refs", revision)) //nolint:gosec // revision is checked above to be a local path under the repo folder
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			return "", miss("no ref %s", revision)
@@ -162,15 +162,23 @@ func snapshotDir(cache, repo, revision string) (string, error) {
 		}
 		commit = string(b)
 	}
+	// The commit is checked to be one local path element before anything
+	// under it is looked at.
 	snap := filepath.Join(repoDir, "snapshots", commit)
-	if fi, err := os.Stat(snap); err != nil || !fi.IsDir() || !filepath.IsLocal(commit) || strings.Contains(commit, "/") {
+	if !filepath.IsLocal(commit) || strings.Contains(commit, "/") || !isDir(snap) {
 		if commitRE.MatchString(commit) {
 			return "", miss("no snapshot %s", commit)
 		}
 		return "", miss("no snapshot %q (read from refs/%s)", commit, revision)
 	}
-	if fi, err := os.Stat(filepath.Join(snap, "config.json")); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Stat(filepath.Join(snap, "config.json")); err != nil || !fi.Mode().IsRegular() { //nolint:gosec // commit is checked above to be one local path element under the cache's snapshots
 		return "", miss("no config.json in snapshots/%s", commit)
 	}
 	return snap, nil
+}
+
+// isDir reports whether p is a directory.
+func isDir(p string) bool {
+	fi, err := os.Stat(p) //nolint:gosec // a snapshot folder under the cache, its commit checked to be one local path element
+	return err == nil && fi.IsDir()
 }

@@ -65,13 +65,16 @@ func readModel(ctx context.Context, dir string, log io.Writer) (*model, error) {
 // readConfig reads config.json, which must be a JSON object, and returns
 // its architectures.
 func readConfig(dir string) ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "config.json")) //nolint:gosec // the model directory the engine serves, as the real engine reads it
 	if err != nil {
 		return nil, fmt.Errorf("config.json: %w", err)
 	}
 	var cfg map[string]json.RawMessage
-	if err := json.Unmarshal(b, &cfg); err != nil || cfg == nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", errConfig, err)
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %w", errConfig, err)
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", errConfig)
 	}
 	var archs []string
 	_ = json.Unmarshal(cfg["architectures"], &archs) // optional: only logged
@@ -96,12 +99,15 @@ func weightFiles(dir string) (files []string, index map[string]string, err error
 			var idx struct {
 				WeightMap map[string]string `json:"weight_map"`
 			}
-			b, err := os.ReadFile(filepath.Join(dir, name))
+			b, err := os.ReadFile(filepath.Join(dir, name)) //nolint:gosec // an index file listed in the model directory the engine serves
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := json.Unmarshal(b, &idx); err != nil || idx.WeightMap == nil {
-				return nil, nil, fmt.Errorf("%w: %s has no weight_map of tensor names to file names: %v", errIndex, name, err)
+			if err := json.Unmarshal(b, &idx); err != nil {
+				return nil, nil, fmt.Errorf("%w: %s has no weight_map of tensor names to file names: %w", errIndex, name, err)
+			}
+			if idx.WeightMap == nil {
+				return nil, nil, fmt.Errorf("%w: %s has no weight_map of tensor names to file names", errIndex, name)
 			}
 			for _, tensor := range slices.Sorted(maps.Keys(idx.WeightMap)) {
 				f := filepath.Clean(idx.WeightMap[tensor])

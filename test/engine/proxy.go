@@ -59,7 +59,7 @@ func runProxy(ctx context.Context, argv []string, p proc) int {
 
 // proxyHandler forwards every request to up and logs it to log.
 func proxyHandler(up *url.URL, log io.Writer) http.Handler {
-	rp := httputil.NewSingleHostReverseProxy(up)
+	rp := httputil.NewSingleHostReverseProxy(up) //nolint:gosec // up is the upstream the proxy was started with, not taken from a request
 	// Redirects (the Hub's to its CDN) are the client's to follow: a
 	// Location naming the upstream is rewritten to the proxy, so the
 	// client comes back through it.

@@ -93,21 +93,24 @@ func decodeHeader(buf []byte) (*stHeader, error) {
 		return nil, fmt.Errorf("%w: not UTF-8", errHeader)
 	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(buf, &raw); err != nil || raw == nil {
-		return nil, fmt.Errorf("%w: not a JSON object: %v", errHeader, err)
+	if err := json.Unmarshal(buf, &raw); err != nil {
+		return nil, fmt.Errorf("%w: not a JSON object: %w", errHeader, err)
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("%w: not a JSON object", errHeader)
 	}
 	h := &stHeader{Tensors: make(map[string]tensorInfo, len(raw))}
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		v := raw[name]
 		if name == "__metadata__" {
 			if err := json.Unmarshal(v, &h.Metadata); err != nil {
-				return nil, fmt.Errorf("%w: __metadata__ must map strings to strings: %v", errHeader, err)
+				return nil, fmt.Errorf("%w: __metadata__ must map strings to strings: %w", errHeader, err)
 			}
 			continue
 		}
 		t, err := decodeTensor(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: tensor %q: %v", errHeader, name, err)
+			return nil, fmt.Errorf("%w: tensor %q: %w", errHeader, name, err)
 		}
 		h.Tensors[name] = t
 	}
@@ -132,7 +135,7 @@ func decodeTensor(v json.RawMessage) (tensorInfo, error) {
 			return t, fmt.Errorf("no %s", f.key)
 		}
 		if err := json.Unmarshal(raw, f.dst); err != nil {
-			return t, fmt.Errorf("%s: %v", f.key, err)
+			return t, fmt.Errorf("%s: %w", f.key, err)
 		}
 	}
 	switch {
@@ -196,7 +199,7 @@ func (t tensorInfo) size() (uint64, bool) {
 // tensors' bytes, so that a file shorter than its header says, or one
 // that cannot be read to the end, fails here as it would in the engine.
 func readSafetensors(ctx context.Context, path string) (*stHeader, int64, error) {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // a file of the model directory the engine serves, as the real engine opens it
 	if err != nil {
 		return nil, 0, err
 	}
@@ -225,7 +228,7 @@ func checkSafetensors(ctx context.Context, r io.Reader, size int64) (*stHeader, 
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("reading tensor data: %w", err)
-	case uint64(n) != h.DataLen:
+	case uint64(n) != h.DataLen: //nolint:gosec // a count of bytes copied, never negative
 		return nil, fmt.Errorf("%w: read %d bytes of tensor data, the header needs %d", errTruncated, n, h.DataLen)
 	}
 	return h, nil

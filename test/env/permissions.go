@@ -42,7 +42,7 @@ func WaitForPermissions(ctx context.Context, c client.Client, user string, group
 			sar := reviews[0].DeepCopy()
 			if err := c.Create(ctx, sar); err != nil {
 				pending = err.Error()
-				return false, nil
+				return false, nil //nolint:nilerr // polled again; the pending review is reported on timeout
 			}
 			if !sar.Status.Allowed {
 				pending = describe(&sar.Spec)

@@ -191,7 +191,7 @@ func (s *policyServer) waitForEnforcement(t *testing.T) {
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		if last = s.modelgate.Get(ctx, client.ObjectKey{Name: "modelgate-mutating"}, m); last != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // polled again; the last error is reported on timeout
 		}
 		m.Labels = map[string]string{"probe": "enforced"}
 		last = s.modelgate.Update(ctx, m, client.DryRunAll)

@@ -123,7 +123,7 @@ var _ = Describe("cold start", Ordered, func() {
 		review.Request.Object.Raw = raw
 		body, err := json.Marshal(review)
 		Expect(err).NotTo(HaveOccurred())
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own certificate.
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // InsecureSkipVerify: the test's own certificate.
 		url := "https://" + net.JoinHostPort(cfg.Webhook.Host, strconv.Itoa(int(cfg.Webhook.Port))) + webhook.ValidatePath
 		resp, err := hc.Post(url, "application/json", bytes.NewReader(body)) //nolint:noctx // a test request.
 		Expect(err).NotTo(HaveOccurred())

@@ -144,12 +144,12 @@ var _ = BeforeSuite(func() {
 	// opted-in GPU Pod goes through both configurations: the mutating one
 	// stamps its owner and the validating one counts a review.
 	Eventually(func(g Gomega) {
-		validating := validatingCount("Pod")
+		validating := validatingPodCount()
 		pod := builders.New("Pod", builders.Options{Namespace: probeNS, Name: "webhooks-loaded", Annotations: optIn}).(*corev1.Pod)
 		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 		g.Expect(admin.Create(context.Background(), pod, client.DryRunAll)).To(Succeed())
 		g.Expect(pod.Labels).To(HaveKey(annotations.OwnerLabel), "the mutating webhooks are not loaded")
-		g.Expect(validatingCount("Pod")).To(BeNumerically(">", validating), "the validating webhooks are not loaded")
+		g.Expect(validatingPodCount()).To(BeNumerically(">", validating), "the validating webhooks are not loaded")
 	}).WithTimeout(time.Minute).Should(Succeed())
 })
 

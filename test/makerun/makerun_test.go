@@ -135,7 +135,7 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 			if token != "" {
 				req.Header.Set("Authorization", "Bearer "+token)
 			}
-			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the dev cluster's self-signed metrics certificate.
+			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // InsecureSkipVerify: the dev cluster's self-signed metrics certificate.
 			resp, err := hc.Do(req)
 			Expect(err).NotTo(HaveOccurred())
 			defer resp.Body.Close()

@@ -26,9 +26,8 @@ import (
 // sees a counter's increment only from a sample Prometheus scraped before
 // it.
 
-// waitQuery waits until Prometheus's answer to expr satisfies ok, and
-// returns that answer.
-func waitQuery(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, timeout time.Duration, ok func([]prometheus.Series) bool) []prometheus.Series {
+// waitQuery waits until Prometheus's answer to expr satisfies ok.
+func waitQuery(ctx context.Context, t *testing.T, s *prometheus.Server, expr string, timeout time.Duration, ok func([]prometheus.Series) bool) {
 	t.Helper()
 	var last []prometheus.Series
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
@@ -42,7 +41,6 @@ func waitQuery(ctx context.Context, t *testing.T, s *prometheus.Server, expr str
 	if err != nil {
 		t.Fatalf("waiting for %s: %v; last answer: %v", expr, err, last)
 	}
-	return last
 }
 
 // waitSeries waits until expr returns series.

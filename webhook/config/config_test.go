@@ -210,7 +210,7 @@ func TestValidate(t *testing.T) {
 				c.Controller.ServiceAccountName = "Bad SA"
 				c.Controller.Engines = map[string]config.EnginePreset{
 					"llamacpp": {Image: "x"},
-					"sglang":   {Image: "", Args: []string{"--model-path", "{{modle}}"}},
+					"sglang":   {Image: "", Args: []string{"--model-path", "{{modelpath}}"}},
 					"tgi":      {Image: "ghcr.io/tgi:2", Env: []config.EnvVar{{Name: "1BAD", Value: "{{port}}"}}},
 				}
 			},

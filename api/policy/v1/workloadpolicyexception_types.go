@@ -15,9 +15,9 @@ import (
 type ExceptionState string
 
 const (
-	// ExceptionActive: the exception applies (expiresAt is ahead).
+	// ExceptionActive means the exception applies (expiresAt is ahead).
 	ExceptionActive ExceptionState = "Active"
-	// ExceptionExpired: expiresAt has passed; the exception applies
+	// ExceptionExpired means expiresAt has passed; the exception applies
 	// nowhere any more.
 	ExceptionExpired ExceptionState = "Expired"
 )
@@ -30,11 +30,11 @@ const (
 type PolicySource string
 
 const (
-	// PolicySourceWorkloadPolicy: the WorkloadPolicy resources (the
+	// PolicySourceWorkloadPolicy names the WorkloadPolicy resources (the
 	// default).
 	PolicySourceWorkloadPolicy PolicySource = "WorkloadPolicy"
-	// PolicySourceDirectory: the .rego files of the policy directory (the
-	// Configuration's policy.directory).
+	// PolicySourceDirectory names the .rego files of the policy directory
+	// (the Configuration's policy.directory).
 	PolicySourceDirectory PolicySource = "Directory"
 )
 

@@ -208,7 +208,7 @@ func (r *Reconciler) apply(ctx context.Context, ai *servingv1.AIInference, obj c
 			return deploymentOf(live), nil, nil
 		}
 		dry := applied.DeepCopy()
-		if err := r.Client.Patch(ctx, dry, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
+		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(dry), client.FieldOwner(FieldManager), client.ForceOwnership, client.DryRunAll); err != nil {
 			return nil, problemOf(kind, key, err), nil
 		}
 		if sameObject(dry, live) {
@@ -216,7 +216,7 @@ func (r *Reconciler) apply(ctx context.Context, ai *servingv1.AIInference, obj c
 			return deploymentOf(live), nil, nil
 		}
 	}
-	if err := r.Client.Patch(ctx, applied, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		if p := problemOf(kind, key, err); p != nil {
 			return nil, p, nil
 		}

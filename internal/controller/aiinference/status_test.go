@@ -46,9 +46,10 @@ func cond(t corev1.PodConditionType, s corev1.ConditionStatus, msg string) podOp
 	}
 }
 
-func initState(name string, st corev1.ContainerState, last *corev1.ContainerStateTerminated) podOpt {
+// loaderState sets the status of the model-loader init container.
+func loaderState(st corev1.ContainerState, last *corev1.ContainerStateTerminated) podOpt {
 	return func(p *corev1.Pod) {
-		cs := corev1.ContainerStatus{Name: name, State: st, Image: "ghcr.io/modelgate/modelgate:v1"}
+		cs := corev1.ContainerStatus{Name: loaderContainer, State: st, Image: "ghcr.io/modelgate/modelgate:v1"}
 		if last != nil {
 			cs.LastTerminationState.Terminated = last
 		}
@@ -56,9 +57,10 @@ func initState(name string, st corev1.ContainerState, last *corev1.ContainerStat
 	}
 }
 
-func mainState(name string, st corev1.ContainerState) podOpt {
+// serverState sets the status of the serving container, "server".
+func serverState(st corev1.ContainerState) podOpt {
 	return func(p *corev1.Pod) {
-		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, State: st, Image: "vllm/vllm-openai:v0.6.3"})
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "server", State: st, Image: "vllm/vllm-openai:v0.6.3"})
 	}
 }
 
@@ -67,8 +69,8 @@ var (
 	initialized   = cond(corev1.PodInitialized, corev1.ConditionTrue, "")
 	notReady      = cond(corev1.PodReady, corev1.ConditionFalse, "")
 	ready         = cond(corev1.PodReady, corev1.ConditionTrue, "")
-	loaderRunning = initState(loaderContainer, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, nil)
-	loaderDone    = initState(loaderContainer, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}, nil)
+	loaderRunning = loaderState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, nil)
+	loaderDone    = loaderState(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}, nil)
 )
 
 func waiting(reason, msg string) corev1.ContainerState {
@@ -145,12 +147,12 @@ func TestStatus(t *testing.T) {
 		},
 		"the loader running": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, loaderRunning, mainState("server", waiting("PodInitializing", "")))}},
+				pod("llama-new-a", "new", scheduledOK, loaderRunning, serverState(waiting("PodInitializing", "")))}},
 			phase: servingv1.PhaseLoading, reason: ReasonLoading, message: "loading the model", progressing: metav1.ConditionTrue,
 		},
 		"the loader failed": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initState(loaderContainer, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				pod("llama-new-a", "new", scheduledOK, loaderState(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 					ExitCode: 3, Reason: "Error", Message: "hf://org/model: 401 Unauthorized: the token cannot read this repository"}}, nil))}},
 			phase: servingv1.PhaseFailed, reason: ReasonLoaderFailed, message: "exited with code 3 (last exit code 3: hf://org/model: 401", progressing: metav1.ConditionFalse,
 		},
@@ -158,9 +160,9 @@ func TestStatus(t *testing.T) {
 		// the Deployment's: only a Pod its ReplicaSet controls counts.
 		"a Pod labelled like ours but not the ReplicaSet's": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, loaderRunning, mainState("server", waiting("PodInitializing", ""))),
+				pod("llama-new-a", "new", scheduledOK, loaderRunning, serverState(waiting("PodInitializing", ""))),
 				func() corev1.Pod {
-					p := pod("forged", "new", scheduledOK, initState(loaderContainer, waiting("CrashLoopBackOff", "back-off 40s"),
+					p := pod("forged", "new", scheduledOK, loaderState(waiting("CrashLoopBackOff", "back-off 40s"),
 						&corev1.ContainerStateTerminated{ExitCode: 1, Message: "made up"}))
 					p.OwnerReferences = nil
 					return p
@@ -169,51 +171,51 @@ func TestStatus(t *testing.T) {
 		},
 		"the loader crash-looping": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initState(loaderContainer, waiting("CrashLoopBackOff", "back-off 40s"),
+				pod("llama-new-a", "new", scheduledOK, loaderState(waiting("CrashLoopBackOff", "back-off 40s"),
 					&corev1.ContainerStateTerminated{ExitCode: 1, Message: "s3://bucket/model: no such key"}))}},
 			phase: servingv1.PhaseFailed, reason: ReasonLoaderFailed, message: "crash-looping (last exit code 1: s3://bucket/model: no such key)", progressing: metav1.ConditionFalse,
 		},
 		"the engine crash-looping": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initialized, loaderDone, mainState("server", waiting("CrashLoopBackOff", "")))}},
+				pod("llama-new-a", "new", scheduledOK, initialized, loaderDone, serverState(waiting("CrashLoopBackOff", "")))}},
 			phase: servingv1.PhaseFailed, reason: ReasonCrashLoop, message: "container server is crash-looping", loaded: true, progressing: metav1.ConditionFalse,
 		},
 		"a missing credentials Secret": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initState(loaderContainer, waiting("CreateContainerConfigError", `secret "hf-token" not found`), nil))}},
+				pod("llama-new-a", "new", scheduledOK, loaderState(waiting("CreateContainerConfigError", `secret "hf-token" not found`), nil))}},
 			phase: servingv1.PhaseFailed, reason: ReasonConfigError, message: `secret "hf-token" not found`, progressing: metav1.ConditionFalse,
 		},
 		"an image that cannot be pulled": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initialized, loaderDone, mainState("server", waiting("ImagePullBackOff", "Back-off pulling image")))}},
+				pod("llama-new-a", "new", scheduledOK, initialized, loaderDone, serverState(waiting("ImagePullBackOff", "Back-off pulling image")))}},
 			phase: servingv1.PhaseFailed, reason: ReasonImagePull, message: "cannot pull its image vllm/vllm-openai:v0.6.3", loaded: true, progressing: metav1.ConditionFalse,
 		},
 		"warming up": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initialized, notReady, loaderDone, mainState("server", runningSince(now.Add(-time.Minute))))}},
+				pod("llama-new-a", "new", scheduledOK, initialized, notReady, loaderDone, serverState(runningSince(now.Add(-time.Minute))))}},
 			phase: servingv1.PhaseLoading, reason: ReasonWarmingUp, message: "warming up", loaded: true, progressing: metav1.ConditionTrue,
 			recheck: now.Add(-time.Minute).Add(10 * time.Minute),
 		},
 		"the warm-up timeout exceeded": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initialized, notReady, loaderDone, mainState("server", runningSince(now.Add(-11*time.Minute))))}},
+				pod("llama-new-a", "new", scheduledOK, initialized, notReady, loaderDone, serverState(runningSince(now.Add(-11*time.Minute))))}},
 			phase: servingv1.PhaseFailed, reason: ReasonWarmupTimeout, message: "warm-up timeout of 10m0s", loaded: true, progressing: metav1.ConditionFalse,
 		},
 		"ready": {
 			obs: Observed{Deployment: deployment(2, 2), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-new-a", "new", scheduledOK, initialized, ready, loaderDone, mainState("server", runningSince(t0))),
-				pod("llama-new-b", "new", scheduledOK, initialized, ready, loaderDone, mainState("server", runningSince(t0)))}},
+				pod("llama-new-a", "new", scheduledOK, initialized, ready, loaderDone, serverState(runningSince(t0))),
+				pod("llama-new-b", "new", scheduledOK, initialized, ready, loaderDone, serverState(runningSince(t0)))}},
 			phase: servingv1.PhaseReady, reason: ReasonServing, message: "2 of 2 replicas serve", loaded: true, progressing: metav1.ConditionTrue,
 		},
 		"a new revision failing while the old serves": {
 			obs: Observed{Deployment: deployment(1, 1), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-old-a", "old", scheduledOK, initialized, ready, loaderDone, mainState("server", runningSince(t0))),
-				pod("llama-new-a", "new", scheduledOK, initState(loaderContainer, waiting("CrashLoopBackOff", ""), &corev1.ContainerStateTerminated{ExitCode: 2}))}},
+				pod("llama-old-a", "old", scheduledOK, initialized, ready, loaderDone, serverState(runningSince(t0))),
+				pod("llama-new-a", "new", scheduledOK, loaderState(waiting("CrashLoopBackOff", ""), &corev1.ContainerStateTerminated{ExitCode: 2}))}},
 			phase: servingv1.PhaseReady, reason: ReasonServing, message: "1 of 1 replicas serve", progressing: metav1.ConditionFalse,
 		},
 		"an old revision's failure does not count": {
 			obs: Observed{Deployment: deployment(1, 0), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-				pod("llama-old-a", "old", scheduledOK, initState(loaderContainer, waiting("CrashLoopBackOff", ""), nil)),
+				pod("llama-old-a", "old", scheduledOK, loaderState(waiting("CrashLoopBackOff", ""), nil)),
 				pod("llama-new-a", "new", scheduledOK, loaderRunning)}},
 			phase: servingv1.PhaseLoading, reason: ReasonLoading, progressing: metav1.ConditionTrue,
 		},
@@ -280,7 +282,7 @@ func TestStatusKeepsTransitionTimes(t *testing.T) {
 	}
 	ai.Status = again
 	readyObs := Observed{Deployment: deployment(1, 1), ReplicaSets: replicaSets, Pods: []corev1.Pod{
-		pod("llama-new-a", "new", scheduledOK, initialized, ready, loaderDone, mainState("server", runningSince(t0)))}}
+		pod("llama-new-a", "new", scheduledOK, initialized, ready, loaderDone, serverState(runningSince(t0)))}}
 	later := t0.Add(2 * time.Minute)
 	rd, _ := Status(ai, readyObs, later)
 	if rd.Phase != servingv1.PhaseReady || !rd.LastTransitionTime.Time.Equal(later) {
