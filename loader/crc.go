@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"encoding/binary"
 	"errors"
 	"hash"
 	"hash/crc32"
@@ -103,10 +104,9 @@ func (h *crcHash) Write(p []byte) (int, error) {
 
 // Sum appends the CRC, big-endian, as S3 and GCS publish it.
 func (h *crcHash) Sum(b []byte) []byte {
-	for i := h.k.width/8 - 1; i >= 0; i-- {
-		b = append(b, byte(h.crc>>(8*i)))
-	}
-	return b
+	var full [8]byte
+	binary.BigEndian.PutUint64(full[:], h.crc)
+	return append(b, full[8-h.k.width/8:]...)
 }
 
 func (h *crcHash) Reset()         { h.crc = 0 }
@@ -120,11 +120,8 @@ const crcStateMagic = "mgcrc1"
 
 // MarshalBinary saves the state: a magic, the width, the CRC.
 func (h *crcHash) MarshalBinary() ([]byte, error) {
-	b := append([]byte(crcStateMagic), byte(h.k.width))
-	for i := 7; i >= 0; i-- {
-		b = append(b, byte(h.crc>>(8*i)))
-	}
-	return b, nil
+	b := append([]byte(crcStateMagic), byte(h.k.width)) //nolint:gosec // the width is 32 or 64
+	return binary.BigEndian.AppendUint64(b, h.crc), nil
 }
 
 var errCRCState = errors.New("not a saved CRC state of this kind")

@@ -38,8 +38,8 @@ func TestDestinationError(t *testing.T) {
 			t.Errorf("%q\nwant it to hold %q", err, w)
 		}
 	}
-	if Kind(err) != ErrNotWritable {
-		t.Errorf("Kind = %v, want ErrNotWritable", Kind(err))
+	if k := Kind(err); !errors.Is(k, ErrNotWritable) {
+		t.Errorf("Kind = %v, want ErrNotWritable", k)
 	}
 
 	other := destinationError(dest, fmt.Errorf("disk full: %w", ErrNoSpace))

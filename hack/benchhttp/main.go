@@ -87,7 +87,7 @@ func run(args []string) error {
 	if o.profileDir != "" {
 		// The servers write into it when they stop; one that cannot
 		// would fail to start with nothing in the log to say why.
-		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+		if err := os.MkdirAll(o.profileDir, 0o750); err != nil {
 			return fmt.Errorf("--profile: %w", err)
 		}
 	}

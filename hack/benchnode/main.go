@@ -286,7 +286,7 @@ func deleteNamespace(cs *kubernetes.Clientset, ns string) {
 // dest, and returns its throughput (MB/s, from its outcome line).
 func hostLoad(ctx context.Context, binary, uri, hubURL, dest string) (float64, error) {
 	defer os.RemoveAll(dest)
-	cmd := exec.CommandContext(ctx, binary, "load", "--uri", uri, "--dest", dest)
+	cmd := exec.CommandContext(ctx, binary, "load", "--uri", uri, "--dest", dest) //nolint:gosec // the modelgate binary the operator benchmarks
 	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+hubURL)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -272,7 +272,7 @@ func checkEntry(t *testing.T, hdr *tar.Header) {
 	if hdr.Uid != uid || hdr.Gid != uid {
 		t.Errorf("/%s is owned by %d:%d, want %d:%d", hdr.Name, hdr.Uid, hdr.Gid, uid, uid)
 	}
-	if hdr.Mode&0o022 != 0 && !(hdr.Typeflag == tar.TypeDir && hdr.Mode&sticky != 0) {
+	if hdr.Mode&0o022 != 0 && (hdr.Typeflag != tar.TypeDir || hdr.Mode&sticky == 0) {
 		t.Errorf("/%s has mode %o: writable by group or others", hdr.Name, hdr.Mode)
 	}
 	if !hdr.ModTime.Equal(testCreated) {

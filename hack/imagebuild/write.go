@@ -82,7 +82,7 @@ func WriteTarball(path string, idx v1.ImageIndex, p v1.Platform, ref string) err
 	}
 	tmp := path + ".tmp"
 	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // best effort: the write's error is the one to report
 		return fmt.Errorf("writing the image tarball: %w", err)
 	}
 	return os.Rename(tmp, path)

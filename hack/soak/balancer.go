@@ -91,7 +91,12 @@ func (b *balancer) probe(ctx context.Context) {
 // pick returns the next replica in rotation, or nil.
 func (b *balancer) pick() *backend {
 	n := len(b.backends)
-	start := int(b.next.Add(1))
+	if n == 0 {
+		return nil
+	}
+	// Reduced before the conversion, so a counter past MaxInt cannot
+	// turn into a negative index.
+	start := int(b.next.Add(1) % uint64(n)) //nolint:gosec // below n after the modulo
 	for i := range n {
 		be := b.backends[(start+i)%n]
 		if be.ready.Load() && !be.terminating.Load() {
@@ -186,13 +191,6 @@ func (t *timeline) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.start, t.events = time.Now(), nil
-}
-
-// since is the time from the timeline's start to at.
-func (t *timeline) since(at time.Time) float64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return at.Sub(t.start).Seconds()
 }
 
 func (t *timeline) lines() []string {

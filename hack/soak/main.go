@@ -309,7 +309,10 @@ func waitPolicies(ctx context.Context, scr *scraper, r *replica, n int) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not load %d policies within 60s (last scrape: %v)", r.name, n, err)
+			if err != nil {
+				return fmt.Errorf("%s did not load %d policies within 60s (last scrape: %w)", r.name, n, err)
+			}
+			return fmt.Errorf("%s did not load %d policies within 60s (the last scrape succeeded)", r.name, n)
 		}
 		sleep(ctx, 200*time.Millisecond)
 	}

@@ -102,7 +102,6 @@ func (r *replica) setDrainPeriod(d time.Duration) error {
 func (r *replica) start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	//nolint:gosec // the replica's log lives in the run's own folder.
 	f, err := os.OpenFile(r.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("opening %s's log: %w", r.name, err)
@@ -201,7 +200,11 @@ func (r *replica) waitReady(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !r.ready(ctx) {
 		if !r.alive() {
-			return fmt.Errorf("%s exited (%v) before it was ready; last lines of %s:\n%s", r.name, r.exitErr(), r.logPath, cluster.Tail(r.logPath, 15))
+			exit := r.exitErr()
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s exited (%w) before it was ready; last lines of %s:\n%s", r.name, exit, r.logPath, cluster.Tail(r.logPath, 15))
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready within %s; see %s", r.name, timeout, r.logPath)

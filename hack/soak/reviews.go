@@ -216,8 +216,9 @@ func v1Inference(i int) *servingv1.AIInference {
 // mutating webhook made of each workload, so the server under test first
 // injects them once (post).
 func buildMix(ctx context.Context, post func(ctx context.Context, path string, body []byte) (int, []byte, error)) ([]review, error) {
-	gvk := func(g, v, k string) metav1.GroupVersionKind {
-		return metav1.GroupVersionKind{Group: g, Version: v, Kind: k}
+	// Every kind of the mix is served at v1.
+	gvk := func(g, k string) metav1.GroupVersionKind {
+		return metav1.GroupVersionKind{Group: g, Version: "v1", Kind: k}
 	}
 	deploy, pod, job := vllmDeployment("llm-server"), notebookPod("notebook"), deniedJob("finetune")
 	var mix []review
@@ -229,9 +230,9 @@ func buildMix(ctx context.Context, post func(ctx context.Context, path string, b
 		obj      any
 		weight   int
 	}{
-		{"Deployment", gvk("apps", "v1", "Deployment"), "deployments", deploy, 20},
-		{"Pod", gvk("", "v1", "Pod"), "pods", pod, 10},
-		{"Job", gvk("batch", "v1", "Job"), "jobs", job, 5},
+		{"Deployment", gvk("apps", "Deployment"), "deployments", deploy, 20},
+		{"Pod", gvk("", "Pod"), "pods", pod, 10},
+		{"Job", gvk("batch", "Job"), "jobs", job, 5},
 	} {
 		raw, err := json.Marshal(w.obj)
 		if err != nil {
@@ -243,12 +244,18 @@ func buildMix(ctx context.Context, post func(ctx context.Context, path string, b
 			return nil, err
 		}
 		code, answer, err := post(ctx, webhook.MutatePath, body)
-		if err != nil || code != http.StatusOK {
-			return nil, fmt.Errorf("injecting the %s once: %d %v", w.name, code, err)
+		if err != nil {
+			return nil, fmt.Errorf("injecting the %s once: %w", w.name, err)
+		}
+		if code != http.StatusOK {
+			return nil, fmt.Errorf("injecting the %s once: %d", w.name, code)
 		}
 		r, err := admissionAnswer(answer, uid)
-		if err != nil || !r.Allowed || len(r.Patch) == 0 {
-			return nil, fmt.Errorf("injecting the %s once: want a patch, got %+v (%v)", w.name, r, err)
+		if err != nil {
+			return nil, fmt.Errorf("injecting the %s once: %w", w.name, err)
+		}
+		if !r.Allowed || len(r.Patch) == 0 {
+			return nil, fmt.Errorf("injecting the %s once: want a patch, got %+v", w.name, r)
 		}
 		patch, err := jsonpatch.DecodePatch(r.Patch)
 		if err != nil {
@@ -271,7 +278,7 @@ func buildMix(ctx context.Context, post func(ctx context.Context, path string, b
 	}
 	// A write of an injected Deployment that changes nothing: the most
 	// common review of a real cluster (status, scale and label churn).
-	ubody, err := admissionReview("update-Deployment", gvk("apps", "v1", "Deployment"), "deployments", admissionv1.Update,
+	ubody, err := admissionReview("update-Deployment", gvk("apps", "Deployment"), "deployments", admissionv1.Update,
 		injected["Deployment"], injected["Deployment"])
 	if err != nil {
 		return nil, err
@@ -303,8 +310,11 @@ func buildMix(ctx context.Context, post func(ctx context.Context, path string, b
 	// Every review once more, now as a check of the mix itself.
 	for _, r := range mix {
 		code, answer, err := post(ctx, r.path, r.body)
-		if err != nil || code != http.StatusOK {
-			return nil, fmt.Errorf("%s: %d %v", r.name, code, err)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.name, err)
+		}
+		if code != http.StatusOK {
+			return nil, fmt.Errorf("%s: %d", r.name, code)
 		}
 		if err := r.check(answer); err != nil {
 			return nil, fmt.Errorf("%s: %w", r.name, err)

@@ -133,14 +133,3 @@ func parents(rel string) []entry {
 	}
 	return out
 }
-
-// files counts the regular files among entries.
-func files(entries []entry) int {
-	n := 0
-	for _, e := range entries {
-		if e.kind == kindFile {
-			n++
-		}
-	}
-	return n
-}

@@ -263,7 +263,7 @@ func (e *extractor) symlink(hdr *tar.Header, full string) error {
 		return refuse(hdr.Name, fmt.Sprintf("is a symbolic link to %.200q: targets must not contain NUL or backslash", link))
 	}
 	link = path.Clean(link)
-	if _, err := loader.CleanPath(path.Join(path.Dir(full), link)); err != nil {
+	if _, err := loader.CleanPath(path.Join(path.Dir(full), link)); err != nil { //nolint:gosec // this is the traversal check: CleanPath refuses a target outside the model
 		return refuse(hdr.Name, fmt.Sprintf("is a symbolic link to %.200q, which leaves the model: %s", hdr.Linkname, reason(err)))
 	}
 	if err := e.parents(hdr.Name, path.Dir(full)); err != nil {

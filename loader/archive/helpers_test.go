@@ -173,10 +173,10 @@ func (s *sandbox) tree(t testing.TB) map[string]string {
 		}
 		rel, _ := filepath.Rel(s.dir, p)
 		rel = filepath.ToSlash(rel)
-		switch {
-		case rel == ".":
+		switch rel {
+		case ".":
 			return nil
-		case rel == loader.StateDir:
+		case loader.StateDir:
 			return fs.SkipDir
 		}
 		fi, err := d.Info()

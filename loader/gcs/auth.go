@@ -61,7 +61,7 @@ var credentialKinds = map[string]string{
 // EnvCredentialsJSON holds the content of a credentials file (a service
 // account key, ...), where GOOGLE_APPLICATION_CREDENTIALS holds its path:
 // what a Secret's key gives the loader without a volume.
-const EnvCredentialsJSON = "GOOGLE_APPLICATION_CREDENTIALS_JSON"
+const EnvCredentialsJSON = "GOOGLE_APPLICATION_CREDENTIALS_JSON" //nolint:gosec // a variable name, not a credential
 
 // CredentialsJSONVars are the variables a credentials file's content is
 // read from, in order: EnvCredentialsJSON, then the keys Secrets commonly
@@ -93,7 +93,7 @@ func findCredentials(ctx context.Context, e authEnv) (credentials, error) {
 	// expires.
 	tctx := context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, e.client)
 	if p := e.getenv("GOOGLE_APPLICATION_CREDENTIALS"); p != "" {
-		b, err := os.ReadFile(p)
+		b, err := os.ReadFile(p) //nolint:gosec // the operator names the file (GOOGLE_APPLICATION_CREDENTIALS)
 		if err != nil {
 			return credentials{}, fmt.Errorf("GOOGLE_APPLICATION_CREDENTIALS=%s: %w: %w", p, err, loader.ErrInvalid)
 		}
@@ -108,7 +108,7 @@ func findCredentials(ctx context.Context, e authEnv) (credentials, error) {
 	if p := gcloudFile(e.getenv); p != "" {
 		// As the oauth2 library does: a file that cannot be read is not
 		// there.
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := os.ReadFile(p); err == nil { //nolint:gosec // gcloud's well-known file, as the oauth2 library reads it
 			return fromJSON(tctx, b, "from "+p)
 		}
 	}

@@ -154,7 +154,7 @@ func checkBucket(b string) error {
 		return bad("must be 3 to 222 characters long")
 	}
 	for _, r := range b {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' && r != '.' {
 			return bad("may hold only lower-case letters, digits, '-', '_' and '.'")
 		}
 	}

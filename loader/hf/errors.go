@@ -18,7 +18,7 @@ const (
 	codeGatedRepo        = "GatedRepo"
 	// msgInvalidToken is the X-Error-Message of a token the Hub does not
 	// know: the one 401 that is not a missing or private repository.
-	msgInvalidToken = "Invalid credentials in Authorization header"
+	msgInvalidToken = "Invalid credentials in Authorization header" //nolint:gosec // the Hub's error message, not a credential
 )
 
 // credentialsHint says where a token goes.

@@ -75,7 +75,7 @@ const (
 	EnvEndpoint = "HF_ENDPOINT"
 	// EnvToken and EnvHubToken are huggingface_hub's token variables.
 	EnvToken    = "HF_TOKEN"
-	EnvHubToken = "HUGGING_FACE_HUB_TOKEN"
+	EnvHubToken = "HUGGING_FACE_HUB_TOKEN" //nolint:gosec // a variable name, not a credential
 )
 
 // TokenVars are the variables a token is read from, in order: those of

@@ -27,7 +27,7 @@ func (s *Source) Open(ctx context.Context, f *loader.File, off, n int64) (io.Rea
 		return nil, fmt.Errorf("%s: opened before the repository was listed", what)
 	}
 	h := http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", off, off+n-1)}}
-	resp, err := s.get(ctx, s.client, http.MethodGet, s.resolveURL(commit, f.Key), what, h)
+	resp, err := s.get(ctx, s.client, http.MethodGet, s.resolveURL(commit, f.Key), what, h) //nolint:bodyclose // check and RangeBody close it on failure; otherwise the returned reader owns it
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package loadertest
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"io"
 	"testing"
 )
@@ -47,7 +48,7 @@ func TestSafetensors(t *testing.T) {
 		// The generated part reads through to the end, from any offset.
 		tail := make([]byte, 100)
 		n, err := c.ReadAt(tail, size-50)
-		if n != 50 || err != io.EOF {
+		if n != 50 || !errors.Is(err, io.EOF) {
 			t.Errorf("size %d: reading the last 50 bytes: %d, %v", size, n, err)
 		}
 	}

@@ -76,7 +76,7 @@ func (s *Source) Open(ctx context.Context, f *loader.File, off, n int64) (io.Rea
 		return nil, err
 	}
 	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
-	resp, err := s.client.Do(req)
+	resp, err := s.client.Do(req) //nolint:bodyclose // CheckStatus and RangeBody close it on failure; otherwise the returned reader owns it
 	if err != nil {
 		return nil, loader.Retryable(err, 0)
 	}

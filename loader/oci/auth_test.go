@@ -93,7 +93,7 @@ func TestCredentials(t *testing.T) {
 			if tc.bearer {
 				r.bearer = "the-token"
 			}
-			modelPack(t, r.pusher(t, "org/modelpack"), "v1")
+			modelPack(t, r.pusher(t, "org/modelpack"))
 			s := r.source(t, "org/modelpack", "v1", "", tc.env(r.host))
 			l, err := s.List(context.Background())
 			if tc.wantErr == nil {
@@ -131,7 +131,7 @@ func TestListFailures(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := newTestRegistry(t)
-			modelPack(t, r.pusher(t, "org/modelpack"), "v1")
+			modelPack(t, r.pusher(t, "org/modelpack"))
 			tc.set(r)
 			_, err := r.source(t, "org/modelpack", "v1", "", nil).List(context.Background())
 			if err == nil {

@@ -45,7 +45,7 @@ func (s *Source) kitConfig(ctx context.Context, d digest.Digest) (*kitCursor, er
 	if err := d.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", what, err, loader.ErrInvalid)
 	}
-	resp, err := s.get(ctx, s.blobURL(d.String()), nil, what)
+	resp, err := s.get(ctx, s.blobURL(d.String()), nil, what) //nolint:bodyclose // readVerified closes it
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *Source) Open(ctx context.Context, f *loader.File, off, n int64) (io.Rea
 	if off != 0 || n != f.Size {
 		h.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 	}
-	resp, err := s.get(ctx, s.blobURL(d.String()), h, what)
+	resp, err := s.get(ctx, s.blobURL(d.String()), h, what) //nolint:bodyclose // RangeBody closes it on failure; otherwise the returned reader owns it
 	if err != nil {
 		return nil, err
 	}

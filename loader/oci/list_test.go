@@ -47,8 +47,8 @@ func gzipOf(t *testing.T, b []byte) []byte {
 }
 
 // modelPack pushes a ModelPack model as modctl would: raw weights and
-// config with filepath annotations, and a tar+gzip docs layer.
-func modelPack(t *testing.T, p *pusher, tag string) (digest.Digest, []ocispec.Descriptor, []byte) {
+// config with filepath annotations, and a tar+gzip docs layer, tagged v1.
+func modelPack(t *testing.T, p *pusher) (digest.Digest, []ocispec.Descriptor, []byte) {
 	t.Helper()
 	weights := randomBytes(300<<10, 1)
 	layers := []ocispec.Descriptor{
@@ -57,7 +57,7 @@ func modelPack(t *testing.T, p *pusher, tag string) (digest.Digest, []ocispec.De
 		p.blob("application/vnd.cncf.model.doc.v1.tar+gzip", gzipOf(t, tarOf(t, "docs/README.md", "# model")), map[string]string{annotationFilepath: "docs/README.md"}),
 	}
 	cfg := p.blob("application/vnd.cncf.model.config.v1+json", []byte(`{"descriptor":{"name":"m"}}`), nil)
-	return p.artifact("application/vnd.cncf.model.manifest.v1+json", &cfg, layers, tag), layers, weights
+	return p.artifact("application/vnd.cncf.model.manifest.v1+json", &cfg, layers, "v1"), layers, weights
 }
 
 // ggcrImage is a container image of a tar layer made with tarball and a
@@ -106,7 +106,7 @@ func TestList(t *testing.T) {
 	r := newTestRegistry(t)
 
 	mp := r.pusher(t, "org/modelpack")
-	mpDigest, mpLayers, _ := modelPack(t, mp, "v1")
+	mpDigest, mpLayers, _ := modelPack(t, mp)
 	mpFiles := []loader.File{
 		fileOf(mpLayers[0], "model.safetensors", ""),
 		fileOf(mpLayers[1], "config.json", ""),

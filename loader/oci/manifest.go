@@ -87,7 +87,7 @@ func (s *Source) resolve(ctx context.Context) (digest.Digest, *manifest, error) 
 // it against want when set.
 func (s *Source) fetchManifest(ctx context.Context, reference string, want digest.Digest, what string) (digest.Digest, *manifest, error) {
 	h := http.Header{"Accept": {manifestAccept}}
-	resp, err := s.get(ctx, s.baseURL()+"/manifests/"+reference, h, what)
+	resp, err := s.get(ctx, s.baseURL()+"/manifests/"+reference, h, what) //nolint:bodyclose // readVerified closes it
 	if err != nil {
 		return "", nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/modelgate/modelgate/loader"
 )
@@ -16,7 +17,7 @@ import (
 // and content.
 func weightsFile(t *testing.T, r *testRegistry, s *Source) (*loader.File, []byte) {
 	t.Helper()
-	_, _, weights := modelPack(t, r.pusher(t, "org/modelpack"), "v1")
+	_, _, weights := modelPack(t, r.pusher(t, "org/modelpack"))
 	l, err := s.List(context.Background())
 	if err != nil {
 		t.Fatalf("List: %v", err)
@@ -116,7 +117,7 @@ func TestOpenErrors(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := s.Open(context.Background(), tc.f, tc.off, tc.n)
-			if diff := cmp.Diff(tc.wantErr, loader.Kind(err), cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(tc.wantErr, loader.Kind(err), cmpopts.EquateErrors()); diff != "" {
 				t.Errorf("Open error kind (-want +got):\n%s\n(error: %v)", diff, err)
 			}
 		})

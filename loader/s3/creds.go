@@ -63,7 +63,7 @@ type keyNames struct {
 }
 
 // standardKeys are the AWS variables.
-var standardKeys = keyNames{ID: "AWS_ACCESS_KEY_ID", Secret: "AWS_SECRET_ACCESS_KEY", Token: "AWS_SESSION_TOKEN"}
+var standardKeys = keyNames{ID: "AWS_ACCESS_KEY_ID", Secret: "AWS_SECRET_ACCESS_KEY", Token: "AWS_SESSION_TOKEN"} //nolint:gosec // variable names, not credentials
 
 // keyAliases are the names Secrets commonly give static keys (the
 // credentials file's names, MinIO's and other stores'), which envFrom turns
@@ -72,7 +72,7 @@ var standardKeys = keyNames{ID: "AWS_ACCESS_KEY_ID", Secret: "AWS_SECRET_ACCESS_
 // pair whose two keys are both set is used, with its session token when it
 // has one; a lone half of a pair is not a credential and is ignored.
 var keyAliases = []keyNames{
-	{ID: "aws_access_key_id", Secret: "aws_secret_access_key", Token: "aws_session_token"},
+	{ID: "aws_access_key_id", Secret: "aws_secret_access_key", Token: "aws_session_token"}, //nolint:gosec // key names, not credentials
 	{ID: "access_key_id", Secret: "secret_access_key", Token: "session_token"},
 	{ID: "accessKey", Secret: "secretKey", Token: "sessionToken"},
 	{ID: "accesskey", Secret: "secretkey"},

@@ -51,7 +51,7 @@ func startStore(t *testing.T, wrap middleware, tls bool) *store {
 	if err := st.backend.CreateBucket(testBucket); err != nil {
 		t.Fatal(err)
 	}
-	var h http.Handler = gofakes3.New(st.backend).Server()
+	h := gofakes3.New(st.backend).Server()
 	if wrap != nil {
 		h = wrap(h)
 	}

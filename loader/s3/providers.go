@@ -112,7 +112,10 @@ func credError(desc string, err error) error {
 	if errors.Is(err, loader.ErrAccessDenied) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	return fmt.Errorf("%s: %v: %w", what, err, loader.ErrAccessDenied)
+	// The cause goes in as text only: a kind it carries (a 404 from the
+	// credential service reads as ErrNotFound) must not outrank
+	// ErrAccessDenied.
+	return fmt.Errorf("%s: %s: %w", what, err.Error(), loader.ErrAccessDenied)
 }
 
 // roleCredentials is what the container and instance metadata services
@@ -152,7 +155,7 @@ type containerProvider struct {
 func (p *containerProvider) RetrieveWithCredContext(cc *credentials.CredContext) (credentials.Value, error) {
 	token := p.token
 	if p.tokenFile != "" {
-		b, err := os.ReadFile(p.tokenFile) //nolint:gosec // the operator's configuration names the file
+		b, err := os.ReadFile(p.tokenFile)
 		if err != nil {
 			return credentials.Value{}, fmt.Errorf("authorization token: %w", err)
 		}

@@ -50,7 +50,7 @@ func Tree(t testing.TB, dir string, skip ...string) map[string]string {
 			}
 			out[rel] = "link -> " + target
 		case m.IsRegular():
-			f, err := os.Open(p)
+			f, err := os.Open(p) //nolint:gosec // a file of the tree the test describes
 			if err != nil {
 				return err
 			}
@@ -90,22 +90,29 @@ func Extract(r io.Reader, dir string) error {
 			return fmt.Errorf("entry %q leads out of the layer", h.Name)
 		}
 		p := filepath.Join(dir, filepath.FromSlash(name))
-		if fi, err := os.Lstat(filepath.Dir(p)); err != nil || !fi.IsDir() {
-			return fmt.Errorf("entry %q: its parent directory is not there (%v)", h.Name, err)
+		fi, err := os.Lstat(filepath.Dir(p))
+		if err != nil {
+			return fmt.Errorf("entry %q: its parent directory is not there (%w)", h.Name, err)
 		}
+		if !fi.IsDir() {
+			return fmt.Errorf("entry %q: its parent directory is not there (not a directory)", h.Name)
+		}
+		// The entry's permission bits; set-id and sticky bits are not
+		// applied.
+		perm := h.FileInfo().Mode().Perm()
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.Mkdir(p, os.FileMode(h.Mode)); err != nil && !os.IsExist(err) {
+			if err := os.Mkdir(p, perm); err != nil && !os.IsExist(err) {
 				return err
 			}
 		case tar.TypeReg:
 			_ = os.Remove(p)
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, os.FileMode(h.Mode))
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm) //nolint:gosec // p is local to dir (checked above)
 			if err != nil {
 				return err
 			}
-			if _, err := io.Copy(f, tr); err != nil {
-				f.Close()
+			if _, err := io.Copy(f, tr); err != nil { //nolint:gosec // tar.Reader yields at most the entry's size; the layers are the tests' own
+				_ = f.Close() // the copy's error is the one to report
 				return err
 			}
 			if err := f.Close(); err != nil {

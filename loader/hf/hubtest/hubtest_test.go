@@ -35,10 +35,11 @@ func newServer(t *testing.T, opts ...Option) *Server {
 	return s
 }
 
-// get sends a request without following redirects.
-func get(t *testing.T, s *Server, method, u string, h map[string]string) *http.Response {
+// get sends a GET without following redirects; the caller closes the
+// body.
+func get(t *testing.T, s *Server, u string, h map[string]string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(method, u, nil)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,6 @@ func get(t *testing.T, s *Server, method, u string, h map[string]string) *http.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = resp.Body.Close() })
 	return resp
 }
 
@@ -91,7 +91,8 @@ func TestErrors(t *testing.T) {
 			if tc.token != "" {
 				h["Authorization"] = "Bearer " + tc.token
 			}
-			resp := get(t, s, http.MethodGet, s.URL()+tc.path, h)
+			resp := get(t, s, s.URL()+tc.path, h)
+			defer resp.Body.Close()
 			got := [2]any{resp.StatusCode, resp.Header.Get("X-Error-Code")}
 			if diff := cmp.Diff([2]any{tc.wantStatus, tc.wantCode}, got); diff != "" {
 				t.Errorf("status, X-Error-Code (-want +got):\n%s", diff)
@@ -100,7 +101,8 @@ func TestErrors(t *testing.T) {
 	}
 	t.Run("gated download, token that did not accept", func(t *testing.T) {
 		s := newServer(t, WithTokens("hf_other"))
-		resp := get(t, s, http.MethodGet, s.URL()+"/org/gated/resolve/main/hello.txt", map[string]string{"Authorization": "Bearer hf_other"})
+		resp := get(t, s, s.URL()+"/org/gated/resolve/main/hello.txt", map[string]string{"Authorization": "Bearer hf_other"})
+		defer resp.Body.Close()
 		if resp.StatusCode != 403 || resp.Header.Get("X-Error-Code") != "GatedRepo" {
 			t.Errorf("status %d, X-Error-Code %q, want 403 GatedRepo", resp.StatusCode, resp.Header.Get("X-Error-Code"))
 		}
@@ -115,7 +117,8 @@ func TestTree(t *testing.T) {
 		if pages > 10 {
 			t.Fatal("the pages do not end")
 		}
-		resp := get(t, s, http.MethodGet, next, nil)
+		resp := get(t, s, next, nil)
+		defer resp.Body.Close()
 		var page []treeEntry
 		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
 			t.Fatal(err)
@@ -139,7 +142,8 @@ func TestTree(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("tree (-want +got):\n%s", diff)
 	}
-	resp := get(t, s, http.MethodGet, s.URL()+"/api/models/org/public/tree/main/weights", nil)
+	resp := get(t, s, s.URL()+"/api/models/org/public/tree/main/weights", nil)
+	defer resp.Body.Close()
 	if b := body(t, resp); !strings.Contains(b, `"path":"weights/model.bin"`) || resp.Header.Get("Link") != "" {
 		t.Errorf("tree of weights = %s, Link %q, want model.bin on one page", b, resp.Header.Get("Link"))
 	}
@@ -149,26 +153,33 @@ func TestResolve(t *testing.T) {
 	s := newServer(t, WithTLS())
 	commit := OneCommit(hello, big).Refs["main"]
 
-	resp := get(t, s, http.MethodGet, s.URL()+"/org/public/resolve/main/hello.txt", map[string]string{"Range": "bytes=6-10"})
+	resp := get(t, s, s.URL()+"/org/public/resolve/main/hello.txt", map[string]string{"Range": "bytes=6-10"})
+	defer resp.Body.Close()
 	got := []string{resp.Status, resp.Header.Get("ETag"), resp.Header.Get("X-Repo-Commit"), body(t, resp)}
 	if diff := cmp.Diff([]string{"206 Partial Content", `"` + helloOID + `"`, commit, "world"}, got); diff != "" {
 		t.Errorf("regular file (-want +got):\n%s", diff)
 	}
 
-	resp = get(t, s, http.MethodGet, s.URL()+"/org/public/resolve/"+commit+"/weights/model.bin", nil)
+	resp = get(t, s, s.URL()+"/org/public/resolve/"+commit+"/weights/model.bin", nil)
+	defer resp.Body.Close()
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, s.CDNURL()+"/") || resp.Header.Get("X-Linked-Size") != "600001" {
 		t.Fatalf("LFS file: %s to %q, X-Linked-Size %q; want 302 to the CDN", resp.Status, loc, resp.Header.Get("X-Linked-Size"))
 	}
-	resp = get(t, s, http.MethodGet, loc, map[string]string{"Range": "bytes=599999-"})
+	resp = get(t, s, loc, map[string]string{"Range": "bytes=599999-"})
+	defer resp.Body.Close()
 	data, _ := io.ReadAll(big.Content.Reader())
 	if b := body(t, resp); resp.StatusCode != http.StatusPartialContent || b != string(data[599999:]) {
 		t.Errorf("CDN range: %s with %d bytes, want 206 with the last 2", resp.Status, len(b))
 	}
-	if resp := get(t, s, http.MethodGet, loc, map[string]string{"Authorization": "Bearer " + token}); resp.StatusCode != http.StatusBadRequest {
+	resp = get(t, s, loc, map[string]string{"Authorization": "Bearer " + token})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("CDN with a token: %s, want 400", resp.Status)
 	}
-	if resp := get(t, s, http.MethodGet, strings.Replace(loc, "Signature=", "Signature=0", 1), nil); resp.StatusCode != http.StatusForbidden {
+	resp = get(t, s, strings.Replace(loc, "Signature=", "Signature=0", 1), nil)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("CDN with a bad signature: %s, want 403", resp.Status)
 	}
 	want := map[string]int{"": 2, "Bearer " + token: 1}
@@ -180,11 +191,13 @@ func TestResolve(t *testing.T) {
 func TestRename(t *testing.T) {
 	s := newServer(t)
 	s.Rename("org/public", "neworg/public")
-	resp := get(t, s, http.MethodGet, s.URL()+"/api/models/org/public/tree/main?recursive=true", nil)
+	resp := get(t, s, s.URL()+"/api/models/org/public/tree/main?recursive=true", nil)
+	defer resp.Body.Close()
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusTemporaryRedirect || loc != "/api/models/neworg/public/tree/main?recursive=true" {
 		t.Errorf("renamed: %s to %q, want 307 to the new name", resp.Status, loc)
 	}
-	resp = get(t, s, http.MethodGet, s.URL()+"/org/public/resolve/main/hello.txt", nil)
+	resp = get(t, s, s.URL()+"/org/public/resolve/main/hello.txt", nil)
+	defer resp.Body.Close()
 	if loc := resp.Header.Get("Location"); loc != "/neworg/public/resolve/main/hello.txt" {
 		t.Errorf("renamed resolve: %s to %q", resp.Status, loc)
 	}
@@ -197,14 +210,16 @@ func TestFaults(t *testing.T) {
 	u := s.URL() + "/api/models/org/public/revision/main"
 	var got []string
 	for range 4 {
-		resp := get(t, s, http.MethodGet, u, nil)
+		resp := get(t, s, u, nil)
+		defer resp.Body.Close()
 		got = append(got, resp.Status+" "+resp.Header.Get("Retry-After"))
 	}
 	want := []string{"200 OK ", "429 Too Many Requests 5", "429 Too Many Requests 5", "200 OK "}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("answers (-want +got):\n%s", diff)
 	}
-	resp := get(t, s, http.MethodGet, s.URL()+"/org/public/resolve/main/hello.txt", nil)
+	resp := get(t, s, s.URL()+"/org/public/resolve/main/hello.txt", nil)
+	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err == nil || string(b) != "hell" {
 		t.Errorf("cut body: %q, %v; want \"hell\" and an error", b, err)

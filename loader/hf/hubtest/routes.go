@@ -74,7 +74,7 @@ const (
 	codeEntryNotFound    = "EntryNotFound"
 	codeGatedRepo        = "GatedRepo"
 	// msgInvalidToken is the X-Error-Message of an unknown token.
-	msgInvalidToken = "Invalid credentials in Authorization header"
+	msgInvalidToken = "Invalid credentials in Authorization header" //nolint:gosec // the Hub's error message, not a credential
 )
 
 // hubError answers as the Hub does: X-Error-Code and X-Error-Message
