@@ -154,8 +154,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run $(GO_PACKAGES)
 
 .PHONY: verify
-verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deepcopy, webhook, RBAC, Configurations) are stale, an install does not render, or code is not gofmt'ed.
+verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deepcopy, webhook, RBAC, Configurations) are stale, an install does not render, code is not gofmt'ed, or a go.mod (the root's or a tool module's) is not tidy.
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
+	@for mod in $$(git ls-files 'go.mod' '*/go.mod'); do dir=$$(dirname $$mod); \
+		(cd $$dir && $(GO) mod tidy -diff) || { echo "$$mod is not tidy: run 'go mod tidy' in $$dir and commit"; exit 1; }; done
 	@git diff --exit-code -- config api charts webhook/viewtypes_easyjson.go || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- config api charts)" || { git status --porcelain -- config api charts; echo "untracked generated files: commit them"; exit 1; }
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
