@@ -257,20 +257,25 @@ func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[
 	if idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
 		serving = obj.target.PodSpec.Containers[idx].Name
 	}
+	w := requestWorkload(req, nsLabels)
+	w.Object, w.PodMeta, w.PodSpec = obj.target.Object, obj.target.PodMeta(), obj.target.PodSpec
+	w.Settings, w.ServingContainer = settings, serving
+	return w
+}
+
+// requestWorkload is what the policies judge of any review from the
+// request itself: its kind, operation, namespace (with its labels), user
+// and raw objects. The caller adds what it decoded of the object.
+func requestWorkload(req admission.Request, nsLabels map[string]string) *validators.Workload {
 	return &validators.Workload{
-		Kind:             req.Kind.Kind,
-		APIVersion:       strings.TrimPrefix(req.Kind.Group+"/"+req.Kind.Version, "/"),
-		Operation:        string(req.Operation),
-		Namespace:        req.Namespace,
-		NamespaceLabels:  nsLabels,
-		Object:           obj.target.Object,
-		PodMeta:          obj.target.PodMeta(),
-		PodSpec:          obj.target.PodSpec,
-		Settings:         settings,
-		ServingContainer: serving,
-		UserInfo:         req.UserInfo,
-		Raw:              req.Object.Raw,
-		OldRaw:           req.OldObject.Raw,
+		Kind:            req.Kind.Kind,
+		APIVersion:      strings.TrimPrefix(req.Kind.Group+"/"+req.Kind.Version, "/"),
+		Operation:       string(req.Operation),
+		Namespace:       req.Namespace,
+		NamespaceLabels: nsLabels,
+		UserInfo:        req.UserInfo,
+		Raw:             req.Object.Raw,
+		OldRaw:          req.OldObject.Raw,
 	}
 }
 

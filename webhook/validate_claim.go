@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -160,19 +159,9 @@ func (h *Validating) judgeClaim(ctx context.Context, req admission.Request, deco
 // claimWorkload is what the policies judge of a claim or template: its
 // metadata (its own for the pod's, as a Pod's are) and its claim spec.
 func claimWorkload(req admission.Request, obj *claimObject, nsLabels map[string]string) *validators.Workload {
-	return &validators.Workload{
-		Kind:            req.Kind.Kind,
-		APIVersion:      strings.TrimPrefix(req.Kind.Group+"/"+req.Kind.Version, "/"),
-		Operation:       string(req.Operation),
-		Namespace:       req.Namespace,
-		NamespaceLabels: nsLabels,
-		Object:          obj.meta,
-		PodMeta:         obj.meta,
-		Claim:           obj.spec,
-		UserInfo:        req.UserInfo,
-		Raw:             req.Object.Raw,
-		OldRaw:          req.OldObject.Raw,
-	}
+	w := requestWorkload(req, nsLabels)
+	w.Object, w.PodMeta, w.Claim = obj.meta, obj.meta, obj.spec
+	return w
 }
 
 // oldPodClaims are the claims an UPDATE's old Pod is judged with when it

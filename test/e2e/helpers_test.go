@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/test/cluster"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 // GPU products of the fake nodes (config/dev/nodes.yaml).
@@ -174,19 +175,5 @@ func modelgateMetric(ctx context.Context, g Gomega, name string, match map[strin
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	g.Expect(err).NotTo(HaveOccurred())
-	total := 0.0
-	for _, m := range fams[name].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		ok := true
-		for k, v := range match {
-			ok = ok && labels[k] == v
-		}
-		if ok {
-			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return total
+	return env.SumSeries(fams[name].GetMetric(), match)
 }

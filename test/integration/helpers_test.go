@@ -23,6 +23,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/test/env"
 )
 
 // applyPolicy creates the WorkloadPolicy with c, waits until it is in
@@ -209,21 +210,8 @@ func metricSum(name string, match map[string]string) float64 {
 	Expect(err).NotTo(HaveOccurred())
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			ok := true
-			for k, v := range match {
-				ok = ok && labels[k] == v
-			}
-			if ok {
-				total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
+		if f.GetName() == name {
+			total += env.SumSeries(f.GetMetric(), match)
 		}
 	}
 	return total
