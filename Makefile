@@ -60,13 +60,13 @@ CLUSTER_DEPS := $(ENVTEST_BUILT_DIR)/kube-scheduler $(ENVTEST_BUILT_DIR)/kube-co
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
 
-## The simulated cluster's real node (test/cluster, as root): the kubelet
+## The simulated cluster's real node (test/harnesses/cluster, as root): the kubelet
 ## (hack/envtest, beside kube-apiserver, its version stamped as a release's),
 ## containerd, its runc shim and the CNI loopback plugin (hack/node), runc
 ## from Debian's package, and the images it runs, built without a container
 ## engine by hack/imagebuild into bin/node/images: modelgate's (as `make
 ## image` builds it, for this machine's platform), the pause image
-## (test/pause) and the stand-in engine (test/engine).
+## (test/standins/pause) and the stand-in engine (test/standins/engine).
 CONTAINERD_VERSION ?= v2.4.2
 NODE_DIR := $(LOCALBIN)/node/$(CONTAINERD_VERSION)
 NODE_IMAGES := $(LOCALBIN)/node/images
@@ -101,7 +101,7 @@ help: ## Show this help.
 ## +kubebuilder:webhook and +kubebuilder:rbac markers; separate packages with
 ## ";" (e.g. ./webhook/...;./validators/...) when another package gains some.
 ## API_PATHS holds the CRD types (CRDs and deepcopy).
-MARKER_PATHS := ./webhook/...;./internal/controller/...;./audit/...
+MARKER_PATHS := ./webhook/...;./controller/...;./audit/...
 API_PATHS := ./api/...
 
 .PHONY: manifests
@@ -174,7 +174,7 @@ test: test-unit test-policies helm-lint test-integration test-prometheus test-e2
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/integration -e /test/e2e -e /test/makerun -e /test/prometheus)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/harnesses/prometheus)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -186,10 +186,10 @@ HELM_LINT_VALUES := certificates.mode=self \
 	metrics.service.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,policyLibrary.enabled=true,policyReports.installCRD=true
 
 .PHONY: helm-lint
-helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), test that it renders config/'s installs, and helm install, upgrade and uninstall it on a real kube-apiserver (test/env/helm*_test.go).
+helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), test that it renders config/'s installs, and helm install, upgrade and uninstall it on a real kube-apiserver (test/harnesses/env/helm*_test.go).
 	$(HELM) lint --strict charts/modelgate
 	@for set in $(HELM_LINT_VALUES); do echo "helm lint --set $$set"; $(HELM) lint --strict --quiet charts/modelgate --set "$$set" || exit 1; done
-	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/ -run 'TestHelm' -count=1 -v
+	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/env/ -run 'TestHelm' -count=1 -v
 
 ## The Ginkgo suites (test-integration's and test-e2e's) run REPEAT times in
 ## a row, each run with GINKGO_ARGS: `make test-e2e REPEAT=3
@@ -204,46 +204,46 @@ repeat = for i in $$(seq $(REPEAT)); do \
 		if [ "$(REPEAT)" != 1 ]; then echo "== run $$i of $(REPEAT)"; fi;
 
 .PHONY: test-integration
-test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/env's install checks on a real API server (test-unit skips those); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/env/... -count=1
-	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
+test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/harnesses/env's install checks on a real API server (test-unit skips those); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/env/... -count=1
+	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
 
 .PHONY: test-prometheus
-test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/prometheus).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/prometheus/... -count=1 -timeout=15m -v -args \
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/harnesses/prometheus).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/prometheus/... -count=1 -timeout=15m -v -args \
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
 
-## test/makerun runs after test/e2e, never beside it: each holds the
+## test/suites/makerun runs after test/suites/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
-	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v $(GINKGO_ARGS) \
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/suites/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
+	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v $(GINKGO_ARGS) \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN) || exit 1; done
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
 .PHONY: bench-e2e
 bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, then the replica storm (the policy library in force, a rollout restart, the decision cache off and on), in one run.
-	$(GO) build -o $(LOCALBIN)/bench-e2e ./hack/benche2e
+	$(GO) build -o $(LOCALBIN)/bench-e2e ./test/perf/benche2e
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2} --storm-rounds $${BENCH_STORM_ROUNDS:-$${BENCH_ROUNDS:-2}}
 
 .PHONY: bench-loader
 bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model against a floor in the same run: from a fake Hub (throughput, peak RSS, re-fetch per SIGKILL, cache hit) and from an S3 server in process (until on disk, CPU s/GB, peak RSS, at GOMAXPROCS 1 and 2).
-	$(GO) run ./hack/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
+	$(GO) run ./test/perf/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
 
 .PHONY: bench-node
 bench-node: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## As root: time an injected vLLM Deployment (BENCH_NODE_SIZE, 1Gi, model) from create to Ready on the simulated cluster's real node, step by step, the loader in its container against the host in one run, and the kubelet's and containerd's memory.
-	$(GO) build -o $(LOCALBIN)/bench-node ./hack/benchnode
+	$(GO) build -o $(LOCALBIN)/bench-node ./test/perf/benchnode
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-node --modelgate $(LOCALBIN)/modelgate --size $${BENCH_NODE_SIZE:-1Gi} --rounds $${BENCH_ROUNDS:-3}
 
 .PHONY: bench-http
 bench-http: ## Measure modelgate's admission HTTP path (/mutate; /validate with the policy library) against a no-op TLS floor in one run, each server on one core and the load on another: rps, p50, p99 and the ratio to the floor (BENCH_HTTP_FLAGS, e.g. --duration 10s --profile DIR; docs/performance.md).
-	$(GO) build -o $(LOCALBIN)/bench-http ./hack/benchhttp
+	$(GO) build -o $(LOCALBIN)/bench-http ./test/perf/benchhttp
 	$(LOCALBIN)/bench-http --root . $(BENCH_HTTP_FLAGS)
 
 .PHONY: soak
 soak: build $(ENVTEST_DEPS) ## Soak bin/modelgate against a real kube-apiserver and etcd: SOAK_DURATION (10m) of mixed reviews at the highest rate one CPU sustains, a rolling restart of two replicas under API server traffic, and attacks replayed; prints the report (SOAK_OUT to keep it in a file).
-	$(GO) build -o $(LOCALBIN)/soak ./hack/soak
+	$(GO) build -o $(LOCALBIN)/soak ./test/perf/soak
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/soak --modelgate $(LOCALBIN)/modelgate --duration $${SOAK_DURATION:-10m} \
 		--phases $${SOAK_PHASES:-load,restart,attacks} $${SOAK_OUT:+--out $$SOAK_OUT}
 
@@ -256,7 +256,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 
 .PHONY: profile-policies
 profile-policies: ## Profile the policy library rule by rule: each policy's time per evaluation on the typical injected Deployment, and its costliest expressions under OPA's profiler (docs/performance.md).
-	$(GO) run ./hack/policyprofile --root . $(PROFILE_POLICIES_FLAGS)
+	$(GO) run ./test/perf/policyprofile --root . $(PROFILE_POLICIES_FLAGS)
 
 .PHONY: bench
 bench: ## Run the benchmarks with allocation counts.
@@ -281,7 +281,7 @@ run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl 
 
 .PHONY: devcluster
 devcluster: ## Build bin/devcluster, the program behind `make run`.
-	$(GO) build -o $(LOCALBIN)/devcluster ./hack/devcluster
+	$(GO) build -o $(LOCALBIN)/devcluster ./test/harnesses/devcluster
 
 ## The commit, for the images' org.opencontainers.image.revision label.
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -399,9 +399,9 @@ IMAGEBUILD_NODE = $(GO) run ./hack/imagebuild/cmd/imagebuild --version="$(VERSIO
 .PHONY: node-images
 node-images: ## Build the real node's images into bin/node/images: modelgate's (as make image, this platform only), pause and the stand-in engine.
 	$(IMAGEBUILD_NODE) --ldflags="$(GO_LDFLAGS)" --image=$(IMG) --oci-layout=$(NODE_IMAGES)/modelgate
-	$(IMAGEBUILD_NODE) --package=./test/pause --image=registry.k8s.io/pause:3.10 --oci-layout=$(NODE_IMAGES)/pause \
+	$(IMAGEBUILD_NODE) --package=./test/standins/pause --image=registry.k8s.io/pause:3.10 --oci-layout=$(NODE_IMAGES)/pause \
 		--program='{"path": "/pause", "entrypoint": ["/pause"], "user": "65535:65535", "description": "pause (the simulated cluster'"'"'s sandbox)"}'
-	$(IMAGEBUILD_NODE) --package=./test/engine --image=modelgate/test-engine:latest --oci-layout=$(NODE_IMAGES)/engine \
+	$(IMAGEBUILD_NODE) --package=./test/standins/engine --image=modelgate/test-engine:latest --oci-layout=$(NODE_IMAGES)/engine \
 		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang", "/usr/local/bin/proxy"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
 
 $(ENVTEST_BUILT_DIR)/kube-scheduler: hack/envtest/go.mod hack/envtest/go.sum

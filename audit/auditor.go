@@ -17,12 +17,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/offline"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/offline"
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // User is the requester of the audit's reviews when the object names no

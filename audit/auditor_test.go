@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/offline"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/offline"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 	"github.com/modelgate/modelgate/validators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/modelgate/modelgate/webhook/config"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // PolicyReportGVK is the Kubernetes Policy Working Group's PolicyReport,

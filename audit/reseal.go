@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/offline"
 )
 
 // Reseal returns the object with every seal it carries replaced by key's

@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // The audit lists the workloads it judges (pods, deployments and

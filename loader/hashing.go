@@ -14,7 +14,7 @@ import (
 )
 
 // known are the algorithms Load verifies, cheapest first (measured on one
-// core of the 2-core test machine, hack/benchloader's hashing figures in
+// core of the 2-core test machine, test/perf/benchloader's hashing figures in
 // docs/loader.md): the CRCs run on SSE4.2/PCLMULQDQ instructions at
 // several GB/s, SHA-1 and SHA-256 on the SHA extensions, MD5 has none.
 var known = []Algorithm{CRC32C, CRC64NVME, CRC32, SHA1, GitSHA1, SHA256, MD5}

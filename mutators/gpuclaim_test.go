@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
-	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // h100s is two H100s with 80 GiB each, through DRA.

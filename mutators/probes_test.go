@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // getProbe is the probe the tests expect: HTTP GET of path on port.

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 func TestWarnings(t *testing.T) {

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // The AIInference webhooks are registered for v1 only: with matchPolicy

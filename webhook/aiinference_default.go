@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // AIInferenceDefaulter fills in what an AIInference may leave out: engine

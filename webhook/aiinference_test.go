@@ -7,8 +7,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 func TestDefaultAIInference(t *testing.T) {

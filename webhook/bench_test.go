@@ -17,9 +17,9 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // benchDeployment is a Deployment with a realistic amount of metadata.

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/certs"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // newRotator returns the self-managed certificate rotator the

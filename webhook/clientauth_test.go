@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/certs"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // clientAuthTestServer is a webhook server as NewManager builds it with

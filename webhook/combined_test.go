@@ -10,8 +10,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // TestCombinedQueriesAgree judges every golden object, as written and as

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // newDecisionCache is the validating webhook's decision cache as the

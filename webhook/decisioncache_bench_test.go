@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // replicaReviews are the validating reviews of n Pods the ReplicaSet of the

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/webhook/config"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // userPod is a Pod a user wrote, with one of each field modelgate may add

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden (TestGolden)")

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // Identities and namespaces the webhook tests use.

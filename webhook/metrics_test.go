@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // Issue 15, item 1: the kind and operation of a review are whatever its

@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/certs"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // TestMetricsOptions checks that the metrics are served as the kubebuilder

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
 	policyview "github.com/modelgate/modelgate/policies/workload"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // recordKey is the key sealing modelgate's reserved metadata: the

@@ -6,8 +6,8 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // requesterFrom builds the mutators' view of who sent the request.

@@ -8,8 +8,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/utils/ptr"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 func TestIsTrusted(t *testing.T) {

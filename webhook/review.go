@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // admitted is a workload admission request a handler acts on: the object

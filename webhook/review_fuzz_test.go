@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/mutators"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // The flags of a FuzzReview input, bit by bit.

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // reviewBodyOf is an AdmissionReview of req in apiVersion, as the API

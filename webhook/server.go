@@ -37,10 +37,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/api/install"
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // namespaceCachePoll is how often a review looks again for a namespace that

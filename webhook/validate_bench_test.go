@@ -11,10 +11,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // samplePolicies reads the shipped library as its sample WorkloadPolicies

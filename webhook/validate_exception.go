@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // +kubebuilder:webhook:path=/validate-workloadpolicyexception,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicyexceptions,verbs=create;update,versions=v1,name=workloadpolicyexception.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system

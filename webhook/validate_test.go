@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/test/builders"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // validating is a Validating handler over the policies, compiled from

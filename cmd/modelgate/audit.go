@@ -19,15 +19,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/audit"
-	"github.com/modelgate/modelgate/internal/offline"
 	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/offline"
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 const auditUsage = `Usage: modelgate audit [-f FILE...] [flags]

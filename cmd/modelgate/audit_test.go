@@ -10,9 +10,9 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 
-	"github.com/modelgate/modelgate/internal/offline"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/offline"
 )
 
 const (

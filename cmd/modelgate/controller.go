@@ -8,9 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
-	"github.com/modelgate/modelgate/internal/controller/aiinference"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/controller/aiinference"
 )
 
 // addController runs the AIInference controller in mgr unless the

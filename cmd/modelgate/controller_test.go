@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
-	"github.com/modelgate/modelgate/internal/controller/aiinference"
-	"github.com/modelgate/modelgate/webhook/config"
+	"github.com/modelgate/modelgate/controller/aiinference"
 )
 
 // TestEngines: a Configuration preset replaces the built-in one of its

@@ -11,7 +11,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 
-	"github.com/modelgate/modelgate/internal/migrate"
+	"github.com/modelgate/modelgate/migrate"
 )
 
 const migrateUsage = `Usage: modelgate migrate [--kubeconfig FILE] [--crd NAME] [--prune-stored-versions]

@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/pack"
 	"github.com/modelgate/modelgate/loader"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/pack"
 )
 
 const packUsage = `modelgate pack: put a model into an OCI image, laid out as modelgate load lays out a directory.

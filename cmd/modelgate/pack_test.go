@@ -21,10 +21,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/pack/packtest"
 	"github.com/modelgate/modelgate/loader"
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
+	"github.com/modelgate/modelgate/pack/packtest"
 )
 
 // packRegistry serves an in-process registry and returns its host:port.

@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/offline"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
+	"github.com/modelgate/modelgate/offline"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // defaultRenderUser is the requester of rendered objects when --user is

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager/signals"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/audit"
 	"github.com/modelgate/modelgate/webhook"
-	"github.com/modelgate/modelgate/webhook/config"
 )
 
 // serveFlags are the serve subcommand's flags. A flag given on the command

@@ -6,7 +6,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/modelgate/modelgate/webhook/config"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 func TestServeCertificatesFlag(t *testing.T) {

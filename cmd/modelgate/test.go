@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/offline"
 	"github.com/modelgate/modelgate/policies"
 )
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/offline"
 )
 
 // maxAnnotationDepth bounds how deep modelgateAnnotations looks into an

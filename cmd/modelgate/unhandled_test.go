@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/modelgate/modelgate/internal/offline"
+	"github.com/modelgate/modelgate/offline"
 )
 
 func TestModelgateAnnotations(t *testing.T) {

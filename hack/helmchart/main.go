@@ -43,7 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/modelgate/modelgate/test/env"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 const (

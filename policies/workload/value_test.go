@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/test/builders"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
 
 // contractKeys are the top-level keys of input.workload in the contract.
