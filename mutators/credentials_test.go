@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // credentialKeys sets the model's modelgate.io/model-credentials-keys
@@ -68,8 +69,8 @@ func TestModelLoaderCredentialKeys(t *testing.T) {
 				if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
 					t.Errorf("pod spec (-want +got):\n%s", diff)
 				}
-				if env := tg.PodSpec.InitContainers[0].Env; env[0].Name != LoaderPodUIDEnv {
-					t.Errorf("the loader's first variable is %s, want %s", env[0].Name, LoaderPodUIDEnv)
+				if env := tg.PodSpec.InitContainers[0].Env; env[0].Name != config.LoaderPodUIDEnv {
+					t.Errorf("the loader's first variable is %s, want %s", env[0].Name, config.LoaderPodUIDEnv)
 				}
 				for _, c := range tg.PodSpec.Containers {
 					if len(c.EnvFrom) > 0 || slices.ContainsFunc(c.Env, func(v corev1.EnvVar) bool { return v.ValueFrom != nil }) {

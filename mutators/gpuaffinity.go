@@ -11,22 +11,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
 )
 
 // GPUPlacementName is the GPUPlacement mutator's stable name.
 const GPUPlacementName = "gpu-placement"
 
-// DefaultGPUOptions are NVIDIA's names: the device plugin's extended
-// resource, the product and memory labels of GPU Feature Discovery (memory
-// per GPU in MiB, as NVML reports it: an "80GB" card is labelled a little
-// under 81920) and the taint GPU node pools usually carry.
+// DefaultGPUOptions are NVIDIA's names (the Configuration's defaults).
 func DefaultGPUOptions() GPUOptions {
 	return GPUOptions{
-		ResourceName: "nvidia.com/gpu",
-		ProductLabel: "nvidia.com/gpu.product",
-		MemoryLabel:  "nvidia.com/gpu.memory",
-		TaintKey:     "nvidia.com/gpu",
+		ResourceName: config.DefaultGPUResourceName,
+		ProductLabel: config.DefaultGPUProductLabel,
+		MemoryLabel:  config.DefaultGPUMemoryLabel,
+		TaintKey:     config.DefaultGPUTaintKey,
 		Allocation:   annotations.AllocationDevicePlugin,
 		DRA:          gpuclaim.DefaultOptions(),
 	}

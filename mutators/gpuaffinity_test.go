@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
 )
@@ -85,7 +86,7 @@ func testOptions() *Options {
 			Resources: testLoaderResources(),
 		},
 		GPU:    DefaultGPUOptions(),
-		Probes: ProbeOptions{Presets: DefaultProbePresets(), PeriodSeconds: DefaultProbePeriodSeconds},
+		Probes: ProbeOptions{Presets: DefaultProbePresets(), PeriodSeconds: config.DefaultProbePeriodSeconds},
 		Seal:   seal.Ephemeral(),
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // ModelLoaderName is the ModelLoader mutator's stable name.
@@ -374,10 +375,6 @@ func mountClash(t *Target, in *Input, c *corev1.Container, i int) *field.Error {
 		c.Name, vm.Name, vm.MountPath, annotations.ModelMount, reuse))
 }
 
-// LoaderPodUIDEnv is the loader's environment variable holding its Pod's
-// UID (`modelgate load` reads it: docs/loader.md).
-const LoaderPodUIDEnv = "MODELGATE_POD_UID"
-
 // LoaderDefaultEnvPrefix names the Configuration's loader environment in
 // the Pod: injection.loader.env's HF_ENDPOINT is the loader's
 // MODELGATE_DEFAULT_HF_ENDPOINT, which `modelgate load` takes as
@@ -420,7 +417,7 @@ func loaderContainer(m *annotations.ModelSettings, o LoaderOptions, subPath stri
 		// host name, which hostNetwork Pods share with the node. It comes
 		// first, the Configuration's defaults next (LoaderDefaultEnvPrefix),
 		// the mapped credentials last.
-		Env: slices.Concat([]corev1.EnvVar{{Name: LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
+		Env: slices.Concat([]corev1.EnvVar{{Name: config.LoaderPodUIDEnv, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"},
 		}}}, env, credEnv),
 		EnvFrom: envFrom,

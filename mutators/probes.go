@@ -13,14 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // ServingProbesName is the ServingProbes mutator's stable name.
 const ServingProbesName = "serving-probes"
-
-// DefaultProbePeriodSeconds is the probes' period when ProbeOptions leaves
-// it zero.
-const DefaultProbePeriodSeconds int32 = 5
 
 // Fixed probe settings.
 const (
@@ -120,7 +117,7 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	}
 	period := in.Options.Probes.PeriodSeconds
 	if period <= 0 {
-		period = DefaultProbePeriodSeconds
+		period = config.DefaultProbePeriodSeconds
 	}
 	budget := StartupBudget(c, in)
 

@@ -13,7 +13,6 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/internal/version"
-	"github.com/modelgate/modelgate/mutators"
 )
 
 // Default values, applied by Default.
@@ -170,37 +169,37 @@ func Default(c *Configuration) {
 	if l.Resources == nil {
 		l.Resources = DefaultLoaderResources()
 	}
-	// The restricted profile is the mutators' own default, one source.
+	// The restricted profile (injectiondefaults.go), the mutators' default too.
 	if l.SecurityContext == nil {
-		l.SecurityContext = mutators.DefaultLoaderSecurityContext()
+		l.SecurityContext = DefaultLoaderSecurityContext()
 	}
 	for scheme, img := range l.Schemes {
 		if img.SecurityContext == nil {
-			img.SecurityContext = mutators.DefaultLoaderSecurityContext()
+			img.SecurityContext = DefaultLoaderSecurityContext()
 			l.Schemes[scheme] = img
 		}
 	}
-	// The GPU vendor keys and the probe period default to the mutators'
-	// own defaults (NVIDIA's), so there is one source for them.
-	g, dg := &in.GPU, mutators.DefaultGPUOptions()
+	// The GPU vendor keys default to NVIDIA's (injectiondefaults.go, the
+	// mutators' defaults too).
+	g := &in.GPU
 	if g.ResourceName == "" {
-		g.ResourceName = string(dg.ResourceName)
+		g.ResourceName = DefaultGPUResourceName
 	}
 	if g.ProductLabel == "" {
-		g.ProductLabel = dg.ProductLabel
+		g.ProductLabel = DefaultGPUProductLabel
 	}
 	if g.MemoryLabel == "" {
-		g.MemoryLabel = dg.MemoryLabel
+		g.MemoryLabel = DefaultGPUMemoryLabel
 	}
 	if g.TaintKey == "" {
-		g.TaintKey = dg.TaintKey
+		g.TaintKey = DefaultGPUTaintKey
 	}
 	if g.Allocation == "" {
 		g.Allocation = string(annotations.AllocationDevicePlugin)
 	}
 	defaultDRA(&g.DRA)
 	if in.Probes.PeriodSeconds == 0 {
-		in.Probes.PeriodSeconds = mutators.DefaultProbePeriodSeconds
+		in.Probes.PeriodSeconds = DefaultProbePeriodSeconds
 	}
 	defaultCertificates(&c.Certificates)
 	ctl := &c.Controller

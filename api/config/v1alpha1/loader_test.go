@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
-	"github.com/modelgate/modelgate/mutators"
 )
 
 // A per-scheme loader that runs a stock image: an args template and a
@@ -52,7 +51,7 @@ injection:
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 		},
-		"hf": {Image: "registry.example.com/hf-loader:1", SecurityContext: mutators.DefaultLoaderSecurityContext()},
+		"hf": {Image: "registry.example.com/hf-loader:1", SecurityContext: config.DefaultLoaderSecurityContext()},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse (-want +got):\n%s", diff)
@@ -61,7 +60,7 @@ injection:
 
 func TestDefaultLoaderSecurityContext(t *testing.T) {
 	c := config.New()
-	if diff := cmp.Diff(mutators.DefaultLoaderSecurityContext(), c.Injection.Loader.SecurityContext); diff != "" {
+	if diff := cmp.Diff(config.DefaultLoaderSecurityContext(), c.Injection.Loader.SecurityContext); diff != "" {
 		t.Errorf("default security context (-want +got):\n%s", diff)
 	}
 	// {} is kept as written: the loader gets no security context.

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/mutators"
 )
 
 // pullPolicies are the accepted injection.loader.pullPolicy values.
@@ -92,7 +91,7 @@ func validateLoaderArgs(args []string, p *field.Path) field.ErrorList {
 	if args == nil {
 		return nil
 	}
-	i, err := mutators.CheckLoaderArgs(args)
+	i, err := CheckLoaderArgs(args)
 	switch {
 	case err == nil:
 		return nil
@@ -128,7 +127,7 @@ func validateLoaderEnv(env []EnvVar, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(np, v.Name, validation.IsEnvVarName(v.Name)[0]))
 		case seen[v.Name]:
 			errs = append(errs, field.Duplicate(np, v.Name))
-		case v.Name == mutators.LoaderPodUIDEnv:
+		case v.Name == LoaderPodUIDEnv:
 			errs = append(errs, field.Forbidden(np, "modelgate sets "+v.Name+" itself"))
 		case slices.Contains(credentialVars, v.Name):
 			errs = append(errs, field.Forbidden(np, v.Name+" is a credential and would be written into every Pod spec: "+

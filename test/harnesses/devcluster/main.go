@@ -26,7 +26,6 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
-	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
@@ -204,7 +203,7 @@ func promExited(prom *prometheus.Server) <-chan struct{} {
 // model is small).
 func configureLoader(cfg *config.Configuration, models *modelSource) {
 	cfg.Injection.Loader.Env = models.loaderEnv()
-	cfg.Injection.Loader.Args = []string{"--uri=" + mutators.ArgURI, "--dest=" + mutators.ArgDest, "--progress-interval=1s"}
+	cfg.Injection.Loader.Args = []string{"--uri=" + config.ArgURI, "--dest=" + config.ArgDest, "--progress-interval=1s"}
 }
 
 // sampleTeam is the team "default" gets in the dev cluster.
