@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
-	"github.com/modelgate/modelgate/loader"
+	"github.com/modelgate/modelgate/internal/modeldir"
 )
 
 // The environment the serving container of an hf:// model gets, so that an
@@ -19,7 +19,7 @@ import (
 // the cache and ignores both.
 const (
 	// EnvHFHubCache points huggingface_hub at the hub cache in the model
-	// volume: <model mount>/.cache/huggingface/hub (loader.HFCacheDir).
+	// volume: <model mount>/.cache/huggingface/hub (modeldir.HFCacheDir).
 	EnvHFHubCache = "HF_HUB_CACHE"
 	// EnvHFHubOffline, "1", makes huggingface_hub resolve from that cache
 	// only.
@@ -30,7 +30,7 @@ const (
 // modelgate's loader fetches, in the order it is added.
 func hfEnv(m *annotations.ModelSettings) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		{Name: EnvHFHubCache, Value: path.Join(m.MountPath, loader.HFCacheDir)},
+		{Name: EnvHFHubCache, Value: path.Join(m.MountPath, modeldir.HFCacheDir)},
 		{Name: EnvHFHubOffline, Value: "1"},
 	}
 }
