@@ -8,12 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/modelgate/modelgate/internal/gpuclaim"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 )
 
@@ -63,18 +63,12 @@ func (c *cachedClaims) DatedClaimSpec(namespace string, pc corev1.PodResourceCla
 	return nil, time.Time{}, false
 }
 
-// servesDRA reports whether the cluster serves resource.k8s.io/v1.
-func servesDRA(m meta.RESTMapper) bool {
-	_, err := m.RESTMapping(schema.GroupKind{Group: resourcev1.GroupName, Kind: "ResourceClaimTemplate"}, resourcev1.SchemeGroupVersion.Version)
-	return err == nil
-}
-
 // start starts the informers of templates and claims with the manager and
 // marks the resolver ready once they have synced; where the cluster serves
 // no resource.k8s.io/v1 it logs that and stays unready.
 func (c *cachedClaims) start(ctx context.Context, ca cache.Cache, m meta.RESTMapper) error {
 	log := logf.FromContext(ctx).WithName("claims")
-	if !servesDRA(m) {
+	if !gpuclaim.Served(m) {
 		log.Info("the cluster serves no resource.k8s.io/v1: policies see the Pods' resource claims as unresolved")
 		return nil
 	}

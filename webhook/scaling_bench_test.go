@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -27,14 +26,7 @@ import (
 // under its own name.
 func nPolicies(tb testing.TB, n int) []*policyv1.WorkloadPolicy {
 	tb.Helper()
-	lib := samplePolicies(tb)
-	out := make([]*policyv1.WorkloadPolicy, 0, n)
-	for i := range n {
-		wp := lib[i%len(lib)].DeepCopy()
-		wp.Name = fmt.Sprintf("%s-%d", wp.Name, i)
-		out = append(out, wp)
-	}
-	return out
+	return builders.ManyPolicies(samplePolicies(tb), n)
 }
 
 // engineOf compiles the policies into an engine, its policies prepared
@@ -142,49 +134,6 @@ func lastApplied(d *appsv1.Deployment, config string) {
 		d.Annotations = map[string]string{}
 	}
 	d.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = config
-}
-
-// startEngine is the engine of BenchmarkLoadPolicies: what a starting
-// replica does before it is Ready is compile its policies and put them in
-// force. The combined query is prepared after that, in the background:
-// started on every iteration, those preparations would overlap the next
-// iterations and the benchmarks run after this one, and count in their
-// figures (allocations are the process's). With one query per policy,
-// Swap starts none.
-var startEngine = policies.Options{SeparateQueries: true}
-
-// BenchmarkLoadPolicies is what a starting replica spends on 100
-// WorkloadPolicies before it is ready: each compiled (parse, type-check,
-// prepare its query) and the set swapped in. side-by-side is how it loads
-// them (compileAll, one per CPU); one-by-one is the baseline. The rest of
-// a cold start is the informers' sync with the API server.
-func BenchmarkLoadPolicies(b *testing.B) {
-	wps := nPolicies(b, 100)
-	ctx := context.Background()
-	b.Run("side-by-side", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			cs := compileAll(ctx, wps)
-			if slices.Contains(cs, nil) {
-				b.Fatal("a policy did not compile")
-			}
-			policies.NewEngine(startEngine).Swap(policies.NewSet(cs...))
-		}
-	})
-	b.Run("one-by-one", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			cs := make([]*policies.Compiled, 0, len(wps))
-			for _, wp := range wps {
-				c, err := validators.CompileWorkloadPolicy(ctx, wp)
-				if err != nil {
-					b.Fatal(err)
-				}
-				cs = append(cs, c)
-			}
-			policies.NewEngine(startEngine).Swap(policies.NewSet(cs...))
-		}
-	})
 }
 
 // BenchmarkMutateObjectSize is the mutating review of the opted-in vLLM

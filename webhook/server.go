@@ -39,6 +39,10 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/api/install"
+	"github.com/modelgate/modelgate/controller/claimtemplates"
+	"github.com/modelgate/modelgate/controller/exceptionsource"
+	"github.com/modelgate/modelgate/controller/policysource"
+	"github.com/modelgate/modelgate/internal/runnable"
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 )
@@ -200,15 +204,6 @@ func CacheOptions() cache.Options {
 	}
 }
 
-// everyReplica is a runnable every replica runs, whether or not it holds
-// the AIInference controller's lease.
-type everyReplica func(context.Context) error
-
-func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-
-// NeedLeaderElection implements manager.LeaderElectionRunnable.
-func (everyReplica) NeedLeaderElection() bool { return false }
-
 // NewScheme returns the scheme modelgate serves with: the Kubernetes types,
 // CustomResourceDefinition (for CA injection into the conversion webhook)
 // and every modelgate API version.
@@ -271,19 +266,19 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 		Handler:      PolicyValidator{},
 		RecoverPanic: ptr.To(true),
 	})
-	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+	if err := mgr.Add(runnable.EveryReplica(func(ctx context.Context) error {
 		return claims.start(ctx, mgr.GetCache(), mgr.GetRESTMapper())
 	})); err != nil {
 		return fmt.Errorf("adding the resource claim cache: %w", err)
 	}
-	templates := &ClaimTemplateReconciler{Client: mgr.GetClient(), DRA: draOptions(&cfg.Injection.GPU.DRA), Seal: recordKey(cfg)}
+	templates := &claimtemplates.Reconciler{Client: mgr.GetClient(), DRA: draOptions(&cfg.Injection.GPU.DRA), Seal: recordKey(cfg)}
 	if err := templates.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := registerAIInference(mgr, cfg, engine, ns, pm); err != nil {
 		return err
 	}
-	rec := &PolicyReconciler{Client: mgr.GetClient(), Store: store, Metrics: pm}
+	rec := &policysource.Reconciler{Client: mgr.GetClient(), Store: store, Metrics: pm}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -291,7 +286,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 		Handler:      &ExceptionValidator{Policies: mgr.GetCache(), Engine: engine, Config: cfg.Policy.Exceptions},
 		RecoverPanic: ptr.To(true),
 	})
-	exRec := &ExceptionReconciler{Client: mgr.GetClient(), Engine: engine, ClockSkew: cfg.Policy.Exceptions.ClockSkew.Duration}
+	exRec := &exceptionsource.Reconciler{Client: mgr.GetClient(), Engine: engine, ClockSkew: cfg.Policy.Exceptions.ClockSkew.Duration}
 	if err := exRec.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -313,7 +308,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	}
 
 	warm := &informerWarmup{}
-	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+	if err := mgr.Add(runnable.EveryReplica(func(ctx context.Context) error {
 		return warm.start(ctx, mgr.GetCache())
 	})); err != nil {
 		return fmt.Errorf("adding namespace cache warm-up: %w", err)

@@ -58,3 +58,15 @@ func SamplePolicies(dir string) ([]*policyv1.WorkloadPolicy, error) {
 	}
 	return out, nil
 }
+
+// ManyPolicies is n policies taken in turn from lib, each copy named
+// apart (<name>-<i>): a cluster with n WorkloadPolicies.
+func ManyPolicies(lib []*policyv1.WorkloadPolicy, n int) []*policyv1.WorkloadPolicy {
+	out := make([]*policyv1.WorkloadPolicy, 0, n)
+	for i := range n {
+		wp := lib[i%len(lib)].DeepCopy()
+		wp.Name = fmt.Sprintf("%s-%d", wp.Name, i)
+		out = append(out, wp)
+	}
+	return out
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/controller/claimtemplates"
 	"github.com/modelgate/modelgate/internal/gpuclaim"
 	"github.com/modelgate/modelgate/internal/seal"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
@@ -28,7 +29,7 @@ import (
 )
 
 // claimTemplateController is the name of modelgate's GPU claim template
-// controller (webhook/claimtemplates.go), the controller label of its
+// controller (controller/claimtemplates), the controller label of its
 // metrics.
 const claimTemplateController = "gpu-claim-templates"
 
@@ -216,10 +217,10 @@ var _ = Describe("GPU claim template clean-up", func() {
 		labelled := mk(gpuclaim.TemplatePrefix+"1-aaaaaaaaaa", map[string]string{gpuclaim.ManagedByLabel: gpuclaim.ManagedBy})
 		plain := mk(gpuclaim.TemplatePrefix+"1-bbbbbbbbbb", nil)
 
-		// The suite's controller waits out ClaimTemplateIdle (10 minutes):
+		// The suite's controller waits out claimtemplates.Idle (10 minutes):
 		// this one, with the same key, waits a second.
 		const idle = time.Second
-		r := &webhook.ClaimTemplateReconciler{Client: admin, Pods: admin, Seal: key, Idle: idle}
+		r := &claimtemplates.Reconciler{Client: admin, Pods: admin, Seal: key, Idle: idle}
 		reconcileAll := func() (ourWait time.Duration) {
 			GinkgoHelper()
 			for _, t := range []*resourcev1.ResourceClaimTemplate{ours, labelled, plain} {

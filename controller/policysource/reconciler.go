@@ -1,4 +1,4 @@
-package webhook
+package policysource
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/internal/runnable"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
 )
@@ -29,7 +30,7 @@ import (
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies/status,verbs=get;update;patch
 
-// PolicyReconciler keeps the policy store in step with the WorkloadPolicy
+// Reconciler keeps the policy store in step with the WorkloadPolicy
 // resources and reports each one's state in its status: Ready with reason
 // Compiled, or not Ready with the compile errors and their positions.
 //
@@ -37,12 +38,14 @@ import (
 // evaluates policies, so each must load them. The replicas compute the same
 // status, so their writes agree; a conflict is retried and then finds
 // nothing to change.
-type PolicyReconciler struct {
+type Reconciler struct {
 	// Client reads WorkloadPolicies from the manager's cache and writes
 	// their status.
-	Client  client.Client
-	Store   *policies.Store
-	Metrics *PolicyMetrics
+	Client client.Client
+	Store  *policies.Store
+	// Metrics counts the policies that fail to compile (the webhook's
+	// PolicyMetrics).
+	Metrics LoadFailures
 
 	loaded atomic.Bool
 	// mu guards inForce, which records, by name, the UID and generation of
@@ -56,6 +59,11 @@ type PolicyReconciler struct {
 	inForce map[string]compiledAt
 }
 
+// LoadFailures counts policies that failed to load, by source.
+type LoadFailures interface {
+	LoadFailed(source string)
+}
+
 // compiledAt is a WorkloadPolicy's identity and generation as compiled;
 // deleted marks one the reconciler found gone.
 type compiledAt struct {
@@ -65,7 +73,7 @@ type compiledAt struct {
 }
 
 // isInForce reports whether wp's generation is the one compiled.
-func (r *PolicyReconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
+func (r *Reconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.inForce[wp.Name] == compiledAt{uid: wp.UID, generation: wp.Generation}
@@ -73,13 +81,13 @@ func (r *PolicyReconciler) isInForce(wp *policyv1.WorkloadPolicy) bool {
 
 // compiledNow puts c, compiled from wp, in force. From a list (listed
 // true), it does not replace what the reconciler decided since.
-func (r *PolicyReconciler) compiledNow(wp *policyv1.WorkloadPolicy, c *policies.Compiled, listed bool) {
+func (r *Reconciler) compiledNow(wp *policyv1.WorkloadPolicy, c *policies.Compiled, listed bool) {
 	r.compiledAll([]*policyv1.WorkloadPolicy{wp}, []*policies.Compiled{c}, listed)
 }
 
 // compiledAll is compiledNow for each wps[i] compiled into cs[i] (nil: it
 // did not compile), the Set swapped in once.
-func (r *PolicyReconciler) compiledAll(wps []*policyv1.WorkloadPolicy, cs []*policies.Compiled, listed bool) {
+func (r *Reconciler) compiledAll(wps []*policyv1.WorkloadPolicy, cs []*policies.Compiled, listed bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	upserted := make([]*policies.Compiled, 0, len(cs))
@@ -97,7 +105,7 @@ func (r *PolicyReconciler) compiledAll(wps []*policyv1.WorkloadPolicy, cs []*pol
 }
 
 // dropped takes the policy out of force: deleted, or no longer compiling.
-func (r *PolicyReconciler) dropped(name string) {
+func (r *Reconciler) dropped(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Store.Delete(validators.SourceWorkloadPolicy, name)
@@ -105,7 +113,7 @@ func (r *PolicyReconciler) dropped(name string) {
 }
 
 // record sets what inForce says of name; r.mu is held.
-func (r *PolicyReconciler) record(name string, at compiledAt) {
+func (r *Reconciler) record(name string, at compiledAt) {
 	if r.inForce == nil {
 		r.inForce = map[string]compiledAt{}
 	}
@@ -116,7 +124,7 @@ func (r *PolicyReconciler) record(name string, at compiledAt) {
 // every WorkloadPolicy once the cache has synced: the readiness check
 // (Checker) passes only after that, so no replica serves reviews with
 // policies missing.
-func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("workloadpolicy").
 		For(&policyv1.WorkloadPolicy{}).
@@ -128,14 +136,14 @@ func (r *PolicyReconciler) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("creating the WorkloadPolicy controller: %w", err)
 	}
-	return mgr.Add(everyReplica(r.loadAll(mgr)))
+	return mgr.Add(runnable.EveryReplica(r.loadAll(mgr)))
 }
 
 // loadAll compiles every WorkloadPolicy into the store once the cache has
 // synced. It only adds, and never over what the reconciler has seen since
 // (compiledNow): a policy deleted or changed meanwhile does not come back
 // from the list.
-func (r *PolicyReconciler) loadAll(mgr manager.Manager) func(context.Context) error {
+func (r *Reconciler) loadAll(mgr manager.Manager) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil // stopping
@@ -187,7 +195,7 @@ var errPoliciesNotLoaded = errors.New("WorkloadPolicies not loaded yet")
 
 // Checker is a readiness check: ready once every WorkloadPolicy that
 // existed at start is loaded.
-func (r *PolicyReconciler) Checker(_ *http.Request) error {
+func (r *Reconciler) Checker(_ *http.Request) error {
 	if !r.loaded.Load() {
 		return errPoliciesNotLoaded
 	}
@@ -195,7 +203,7 @@ func (r *PolicyReconciler) Checker(_ *http.Request) error {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	wp := &policyv1.WorkloadPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, wp); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,4 +1,4 @@
-package webhook
+package exceptionsource
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/internal/runnable"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
 )
@@ -26,7 +27,7 @@ import (
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicyexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicyexceptions/status,verbs=get;update;patch
 
-// ExceptionReconciler keeps the engine's exceptions in step with the
+// Reconciler keeps the engine's exceptions in step with the
 // WorkloadPolicyException resources, and writes each one's status.state:
 // Active, then Expired once its expiresAt has passed (it looks again at
 // that moment). Whether an exception applies is decided at each review
@@ -35,7 +36,7 @@ import (
 // has run since.
 //
 // Every replica runs it, without leader election, as PolicyReconciler.
-type ExceptionReconciler struct {
+type Reconciler struct {
 	// Client reads exceptions from the manager's cache and writes their
 	// status.
 	Client client.Client
@@ -65,7 +66,7 @@ type exceptionItem struct {
 // SetupWithManager registers the reconciler, and a runnable that loads
 // every exception once the cache has synced (the readiness check passes
 // only after that).
-func (r *ExceptionReconciler) SetupWithManager(mgr manager.Manager) error {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("workloadpolicyexception").
 		For(&policyv1.WorkloadPolicyException{}).
@@ -74,7 +75,7 @@ func (r *ExceptionReconciler) SetupWithManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("creating the WorkloadPolicyException controller: %w", err)
 	}
-	return mgr.Add(everyReplica(func(ctx context.Context) error {
+	return mgr.Add(runnable.EveryReplica(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil // stopping
 		}
@@ -91,7 +92,7 @@ func (r *ExceptionReconciler) SetupWithManager(mgr manager.Manager) error {
 
 // Checker is a readiness check: ready once the exceptions that existed at
 // start are loaded, so that no replica denies what one of them allows.
-func (r *ExceptionReconciler) Checker(_ *http.Request) error {
+func (r *Reconciler) Checker(_ *http.Request) error {
 	if !r.loaded.Load() {
 		return errExceptionsNotLoaded
 	}
@@ -100,7 +101,7 @@ func (r *ExceptionReconciler) Checker(_ *http.Request) error {
 
 var errExceptionsNotLoaded = errors.New("WorkloadPolicyExceptions not loaded yet")
 
-func (r *ExceptionReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -109,7 +110,7 @@ func (r *ExceptionReconciler) now() time.Time {
 
 // loadAll converts every exception of the cache that the reconciler has
 // not seen yet, and publishes them.
-func (r *ExceptionReconciler) loadAll(ctx context.Context) (int, error) {
+func (r *Reconciler) loadAll(ctx context.Context) (int, error) {
 	var list policyv1.WorkloadPolicyExceptionList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return 0, fmt.Errorf("listing WorkloadPolicyExceptions: %w", err)
@@ -129,7 +130,7 @@ func (r *ExceptionReconciler) loadAll(ctx context.Context) (int, error) {
 // convert is the exception in the engine's form. One that cannot be
 // converted (a label selector the API server let through but that does not
 // parse) is logged and applies nowhere: nil.
-func (r *ExceptionReconciler) convert(ctx context.Context, ex *policyv1.WorkloadPolicyException) *policies.Exception {
+func (r *Reconciler) convert(ctx context.Context, ex *policyv1.WorkloadPolicyException) *policies.Exception {
 	e, err := validators.ExceptionOf(ex)
 	if err != nil {
 		logf.FromContext(ctx).Info("WorkloadPolicyException cannot be used; it applies nowhere",
@@ -141,7 +142,7 @@ func (r *ExceptionReconciler) convert(ctx context.Context, ex *policyv1.Workload
 
 // set records what the reconciler knows of key: ex converted to e, or
 // nil when it is gone or applies nowhere; r.mu is held.
-func (r *ExceptionReconciler) set(key types.NamespacedName, ex *policyv1.WorkloadPolicyException, e *policies.Exception) {
+func (r *Reconciler) set(key types.NamespacedName, ex *policyv1.WorkloadPolicyException, e *policies.Exception) {
 	if r.items == nil {
 		r.items = map[types.NamespacedName]exceptionItem{}
 	}
@@ -153,7 +154,7 @@ func (r *ExceptionReconciler) set(key types.NamespacedName, ex *policyv1.Workloa
 }
 
 // publish swaps the exceptions into the engine; r.mu is held.
-func (r *ExceptionReconciler) publish() {
+func (r *Reconciler) publish() {
 	es := make([]*policies.Exception, 0, len(r.items))
 	for _, it := range r.items {
 		if !it.deleted {
@@ -166,7 +167,7 @@ func (r *ExceptionReconciler) publish() {
 // update converts and publishes one exception, or its removal (ex nil).
 // A generation already in force (a status write) changes nothing: the
 // engine's snapshot, which the audit watches, stays the same.
-func (r *ExceptionReconciler) update(ctx context.Context, key types.NamespacedName, ex *policyv1.WorkloadPolicyException) {
+func (r *Reconciler) update(ctx context.Context, key types.NamespacedName, ex *policyv1.WorkloadPolicyException) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	it, seen := r.items[key]
@@ -185,7 +186,7 @@ func (r *ExceptionReconciler) update(ctx context.Context, key types.NamespacedNa
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *ExceptionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ex := &policyv1.WorkloadPolicyException{}
 	if err := r.Client.Get(ctx, req.NamespacedName, ex); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,4 +1,4 @@
-package webhook
+package claimtemplates
 
 import (
 	"context"
@@ -36,12 +36,12 @@ import (
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
-// ClaimTemplateIdle is how long a template of modelgate's stays once no
+// Idle is how long a template of modelgate's stays once no
 // Pod names it. A Pod that names it again later (a Deployment scaled back
 // up) has it created again within moments.
-const ClaimTemplateIdle = 10 * time.Minute
+const Idle = 10 * time.Minute
 
-// ClaimTemplateReconciler creates, in a Pod's namespace, the
+// Reconciler creates, in a Pod's namespace, the
 // ResourceClaimTemplate the GPU claim modelgate injected names. The webhook
 // cannot (its hot path makes no API calls), and the template cannot exist
 // before the Pod is admitted (a Deployment's Pods are admitted after it).
@@ -57,7 +57,7 @@ const ClaimTemplateIdle = 10 * time.Minute
 // deleted: the controller seals each template it creates, and a template
 // that carries the managed-by label without that seal (one a user wrote,
 // or one an older modelgate made) is left alone.
-type ClaimTemplateReconciler struct {
+type Reconciler struct {
 	// Client creates and deletes templates, and reads them from the
 	// manager's cache.
 	Client client.Client
@@ -69,7 +69,7 @@ type ClaimTemplateReconciler struct {
 	// Seal verifies the Pods' reserved metadata, and seals and verifies
 	// the templates the controller makes.
 	Seal *seal.Key
-	// Idle is ClaimTemplateIdle unless set (tests).
+	// Idle is Idle unless set (tests).
 	Idle time.Duration
 	// now is time.Now unless set (tests).
 	now func() time.Time
@@ -80,7 +80,7 @@ type ClaimTemplateReconciler struct {
 
 // Reconcile makes the template req names exist while a Pod names it, and
 // go once none has for Idle.
-func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := logf.FromContext(ctx).WithValues("namespace", req.Namespace, "template", req.Name)
 	var pods corev1.PodList
 	if err := r.Pods.List(ctx, &pods, client.InNamespace(req.Namespace), client.MatchingLabels{gpuclaim.TemplateLabel: req.Name}); err != nil {
@@ -139,7 +139,7 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req reconcile.R
 
 // wanted is the template the Pod's sealed record stands for, when that is
 // the template name, nil otherwise.
-func (r *ClaimTemplateReconciler) wanted(p *corev1.Pod, name string) *resourcev1.ResourceClaimTemplate {
+func (r *Reconciler) wanted(p *corev1.Pod, name string) *resourcev1.ResourceClaimTemplate {
 	if !namesTemplate(&p.Spec, name) || !r.Seal.Verify(p.Namespace, &p.ObjectMeta) {
 		return nil
 	}
@@ -168,14 +168,14 @@ func managed(t *resourcev1.ResourceClaimTemplate) bool {
 	return t.Labels[gpuclaim.ManagedByLabel] == gpuclaim.ManagedBy
 }
 
-func (r *ClaimTemplateReconciler) clock() time.Time {
+func (r *Reconciler) clock() time.Time {
 	if r.now != nil {
 		return r.now()
 	}
 	return time.Now()
 }
 
-func (r *ClaimTemplateReconciler) forget(k types.NamespacedName) {
+func (r *Reconciler) forget(k types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.unusedSince, k)
@@ -183,10 +183,10 @@ func (r *ClaimTemplateReconciler) forget(k types.NamespacedName) {
 
 // idleLeft is how much longer the template stays unused before it goes,
 // counting from the first time this replica saw no Pod naming it.
-func (r *ClaimTemplateReconciler) idleLeft(k types.NamespacedName) time.Duration {
+func (r *Reconciler) idleLeft(k types.NamespacedName) time.Duration {
 	idle := r.Idle
 	if idle <= 0 {
-		idle = ClaimTemplateIdle
+		idle = Idle
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -204,8 +204,8 @@ func (r *ClaimTemplateReconciler) idleLeft(k types.NamespacedName) time.Duration
 // SetupWithManager registers the controller where the cluster serves
 // resource.k8s.io/v1, with a cache of the Pods that carry
 // gpuclaim.TemplateLabel; elsewhere it logs that and adds nothing.
-func (r *ClaimTemplateReconciler) SetupWithManager(mgr manager.Manager) error {
-	if !servesDRA(mgr.GetRESTMapper()) {
+func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	if !gpuclaim.Served(mgr.GetRESTMapper()) {
 		mgr.GetLogger().Info("the cluster serves no resource.k8s.io/v1: GPU claim templates are not created")
 		return nil
 	}

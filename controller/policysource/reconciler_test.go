@@ -1,4 +1,4 @@
-package webhook
+package policysource
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestInForce(t *testing.T) {
 		return c
 	}
 	e := policies.NewEngine(policies.Options{})
-	r := &PolicyReconciler{Store: policies.NewStore(e)}
+	r := &Reconciler{Store: policies.NewStore(e)}
 	says := func() []string {
 		return e.Evaluate(context.Background(), policies.Review{Kind: "Pod"}).Denials()
 	}
@@ -80,7 +80,7 @@ func TestLoadAllAtOnce(t *testing.T) {
 	}
 
 	e := policies.NewEngine(policies.Options{})
-	r := &PolicyReconciler{Store: policies.NewStore(e)}
+	r := &Reconciler{Store: policies.NewStore(e)}
 	newer := wps[0].DeepCopy()
 	newer.Generation = wps[0].Generation + 1
 	nc, err := validators.CompileWorkloadPolicy(context.Background(), newer)
