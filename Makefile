@@ -174,7 +174,7 @@ test: test-unit test-policies helm-lint test-integration test-prometheus test-e2
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/harnesses/prometheus)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/suites/install -e /test/suites/prometheus)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -186,10 +186,10 @@ HELM_LINT_VALUES := certificates.mode=self \
 	metrics.service.enabled=true,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,metrics.dashboard.enabled=true,policyLibrary.enabled=true,policyReports.installCRD=true
 
 .PHONY: helm-lint
-helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), test that it renders config/'s installs, and helm install, upgrade and uninstall it on a real kube-apiserver (test/harnesses/env/helm*_test.go).
+helm-lint: $(HELM) $(ENVTEST_DEPS) ## Lint charts/modelgate with its defaults and representative values (pinned helm built into bin/), test that it renders config/'s installs, and helm install, upgrade and uninstall it on a real kube-apiserver (test/suites/install/helm*_test.go).
 	$(HELM) lint --strict charts/modelgate
 	@for set in $(HELM_LINT_VALUES); do echo "helm lint --set $$set"; $(HELM) lint --strict --quiet charts/modelgate --set "$$set" || exit 1; done
-	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/env/ -run 'TestHelm' -count=1 -v
+	MODELGATE_HELM=$(HELM) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/install/ -run 'TestHelm' -count=1 -v
 
 ## The Ginkgo suites (test-integration's and test-e2e's) run REPEAT times in
 ## a row, each run with GINKGO_ARGS: `make test-e2e REPEAT=3
@@ -204,13 +204,13 @@ repeat = for i in $$(seq $(REPEAT)); do \
 		if [ "$(REPEAT)" != 1 ]; then echo "== run $$i of $(REPEAT)"; fi;
 
 .PHONY: test-integration
-test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and test/harnesses/env's install checks on a real API server (test-unit skips those); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/env/... -count=1
+test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and the install suite (test/suites/install: config/'s installs and the chart, some on a real API server); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/install/... -count=1
 	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
 
 .PHONY: test-prometheus
-test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/harnesses/prometheus).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/harnesses/prometheus/... -count=1 -timeout=15m -v -args \
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/prometheus/... -count=1 -timeout=15m -v -args \
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
 
 ## test/suites/makerun runs after test/suites/e2e, never beside it: each holds the

@@ -43,7 +43,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/modelgate/modelgate/test/harnesses/env"
+	"github.com/modelgate/modelgate/hack/render"
 )
 
 const (
@@ -105,30 +105,30 @@ type file struct {
 }
 
 func run(root string) error {
-	render := func(dir string) ([]*unstructured.Unstructured, error) {
-		return env.Render(filepath.Join(root, dir))
+	renderDir := func(dir string) ([]*unstructured.Unstructured, error) {
+		return render.Render(filepath.Join(root, dir))
 	}
-	certManager, err := render("config/default")
+	certManager, err := renderDir("config/default")
 	if err != nil {
 		return err
 	}
-	self, err := render("config/self-managed")
+	self, err := renderDir("config/self-managed")
 	if err != nil {
 		return err
 	}
-	prometheus, err := render("config/prometheus")
+	prometheus, err := renderDir("config/prometheus")
 	if err != nil {
 		return err
 	}
-	library, err := render("config/samples/policies")
+	library, err := renderDir("config/samples/policies")
 	if err != nil {
 		return err
 	}
-	policyReports, err := render("config/policyreport")
+	policyReports, err := renderDir("config/policyreport")
 	if err != nil {
 		return err
 	}
-	openReports, err := render("config/openreports")
+	openReports, err := renderDir("config/openreports")
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,13 @@
-package env
+// Package render builds kustomizations as `kustomize build` would, with
+// kustomize's own library (krusty), and returns their objects. hack/helmchart
+// renders config/ with it, and the harnesses and suites under test/ use it,
+// so that the chart, the tests and `make run` read the same YAML.
+package render
 
 import (
-	"context"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -14,12 +16,14 @@ import (
 // Render builds a kustomization directory, as `kustomize build` would, and
 // returns its objects.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
-	return renderFS(filesys.MakeFsOnDisk(), dir)
+	return RenderFS(filesys.MakeFsOnDisk(), dir)
 }
 
-// renderFS is Render on a file system of the caller's (an edited copy of
+// RenderFS is Render on a file system of the caller's (an edited copy of
 // config/ in memory, say).
-func renderFS(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured, error) {
+//
+//nolint:revive // the name pairs it with Render, as its callers read them side by side.
+func RenderFS(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	resMap, err := k.Run(fsys, dir)
 	if err != nil {
@@ -38,24 +42,4 @@ func renderFS(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured
 		out = append(out, u)
 	}
 	return out, nil
-}
-
-// Apply server-side applies every object of a kustomization directory.
-func Apply(ctx context.Context, c client.Client, dir string) error {
-	objs, err := Render(dir)
-	if err != nil {
-		return err
-	}
-	return applyObjects(ctx, c, objs)
-}
-
-// applyObjects server-side applies rendered objects.
-func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	for _, u := range objs {
-		//nolint:staticcheck // client.Apply on unstructured objects is the plain way to apply rendered YAML.
-		if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("modelgate-env"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-	}
-	return nil
 }

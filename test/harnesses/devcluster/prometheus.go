@@ -9,8 +9,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/hack/render"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
-	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
 )
 
@@ -25,7 +25,7 @@ const prometheusInterval = "5s"
 // PrometheusRule's alerts, its data in dir/prometheus, and waits until it
 // has scraped its targets. The caller stops it.
 func startPrometheus(ctx context.Context, binary, root, dir string, c *cluster.Cluster, admin client.Client, metricsAddr string) (*prometheus.Server, error) {
-	rendered, err := env.Render(filepath.Join(root, "config", "prometheus"))
+	rendered, err := render.Render(filepath.Join(root, "config", "prometheus"))
 	if err != nil {
 		return nil, err
 	}

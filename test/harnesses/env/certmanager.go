@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelgate/modelgate/hack/render"
 )
 
 // InjectCAFromAnnotation asks cert-manager's cainjector to copy the CA of a
@@ -39,7 +41,7 @@ func InstallScheme() (*runtime.Scheme, error) {
 // DecodeInstall renders a kustomization (config/default, config/self-managed)
 // and strictly decodes every object into its Go type (see DecodeStrict).
 func DecodeInstall(kustomizeDir string) ([]client.Object, error) {
-	objs, err := Render(kustomizeDir)
+	objs, err := render.Render(kustomizeDir)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/hack/render"
 )
 
 // KubernetesVersion is the version of the kube-apiserver and etcd the
@@ -89,7 +90,7 @@ func rendered[T any, PT interface {
 	*T
 	runtime.Object
 }](kustomizeDir, kind string) ([]*T, error) {
-	objs, err := Render(kustomizeDir)
+	objs, err := render.Render(kustomizeDir)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/hack/render"
 )
 
 // Namespace and ServiceAccount are where config/ installs modelgate.
@@ -35,11 +37,11 @@ func ModelgateIdentity(ctx context.Context, te *envtest.Environment, admin clien
 	}
 	var applied []*unstructured.Unstructured
 	for _, dir := range append([]string{filepath.Join("config", "rbac")}, extra...) {
-		objs, err := Render(filepath.Join(root, dir))
+		objs, err := render.Render(filepath.Join(root, dir))
 		if err != nil {
 			return nil, err
 		}
-		if err := applyObjects(ctx, admin, objs); err != nil {
+		if err := ApplyObjects(ctx, admin, objs); err != nil {
 			return nil, err
 		}
 		applied = append(applied, objs...)

@@ -3,6 +3,7 @@
 // configuration the Prometheus Operator generates from config/prometheus's
 // ServiceMonitor, the PrometheusRule's groups as its rule file, and the
 // dashboard's queries and the alerts' states read through its HTTP API.
-// `make test-prometheus` runs its test; `make run PROMETHEUS=1` runs the
-// same Prometheus beside the development cluster.
+// `make test-prometheus` runs the suite built on it (test/suites/prometheus);
+// `make run PROMETHEUS=1` runs the same Prometheus beside the development
+// cluster.
 package prometheus

@@ -24,7 +24,7 @@ type Objects struct {
 // dashboardKey is the dashboard ConfigMap's key.
 const dashboardKey = "modelgate.json"
 
-// Split sorts rendered objects (env.Render of config/prometheus). It
+// Split sorts rendered objects (render.Render of config/prometheus). It
 // returns an error unless there is exactly one ServiceMonitor,
 // PrometheusRule and dashboard, each decoding strictly.
 func Split(objs []*unstructured.Unstructured) (*Objects, error) {

@@ -1,3 +1,10 @@
+// Package prometheus_test runs config/prometheus under a real Prometheus
+// (test/harnesses/prometheus): promtool's rule unit tests for every alert,
+// then a live scrape of modelgate and the API server in the simulated
+// cluster, in which every alert goes pending or firing and every dashboard
+// query returns series (but those needing an exporter the cluster lacks).
+// `make test-prometheus` runs it, with the -modelgate, -prometheus and
+// -promtool binaries it builds.
 package prometheus_test
 
 import (
@@ -37,6 +44,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/hack/render"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
@@ -88,7 +96,7 @@ func TestMonitoring(t *testing.T) {
 		_ = os.RemoveAll(dir)
 	})
 
-	rendered, err := env.Render(filepath.Join(root, "config/prometheus"))
+	rendered, err := render.Render(filepath.Join(root, "config/prometheus"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"io/fs"
@@ -21,6 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // caBundlePolicy names the ValidatingAdmissionPolicy of config/self-managed
@@ -170,13 +173,13 @@ func writableBy(t *testing.T, objs []client.Object, sa *corev1.ServiceAccount) [
 // a request by the user, with cel-go as the API server would.
 func matchesUser(t *testing.T, vap *admissionregistrationv1.ValidatingAdmissionPolicy, user string) bool {
 	t.Helper()
-	env, err := cel.NewEnv(cel.Variable("request", cel.DynType))
+	celEnv, err := cel.NewEnv(cel.Variable("request", cel.DynType))
 	if err != nil {
 		t.Fatal(err)
 	}
 	request := map[string]any{"userInfo": map[string]any{"username": user}}
 	for _, mc := range vap.Spec.MatchConditions {
-		if evalCEL(t, env, mc.Expression, map[string]any{"request": request}) != types.True {
+		if evalCEL(t, celEnv, mc.Expression, map[string]any{"request": request}) != types.True {
 			return false
 		}
 	}
@@ -185,13 +188,13 @@ func matchesUser(t *testing.T, vap *admissionregistrationv1.ValidatingAdmissionP
 
 // evalCEL compiles and evaluates an expression, failing the test on an
 // error.
-func evalCEL(t *testing.T, env *cel.Env, expr string, vars map[string]any) ref.Val {
+func evalCEL(t *testing.T, celEnv *cel.Env, expr string, vars map[string]any) ref.Val {
 	t.Helper()
-	ast, iss := env.Compile(expr)
+	ast, iss := celEnv.Compile(expr)
 	if iss.Err() != nil {
 		t.Fatalf("compiling %q: %v", expr, iss.Err())
 	}
-	prg, err := env.Program(ast)
+	prg, err := celEnv.Program(ast)
 	if err != nil {
 		t.Fatalf("compiling %q: %v", expr, err)
 	}
@@ -207,7 +210,7 @@ func evalCEL(t *testing.T, env *cel.Env, expr string, vars map[string]any) ref.V
 // username follows the kustomization's namespace (a copy of config/ with
 // another namespace in config/self-managed, rendered in memory).
 func TestCABundlePolicyUser(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +236,11 @@ func TestCABundlePolicyUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := renderFS(mem, filepath.Join("/repo", selfManagedInstall))
+	moved, err := render.RenderFS(mem, filepath.Join("/repo", selfManagedInstall))
 	if err != nil {
 		t.Fatal(err)
 	}
-	movedObjs, err := DecodeStrict(moved)
+	movedObjs, err := env.DecodeStrict(moved)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +300,7 @@ func TestCABundlePolicyFieldsAddedLater(t *testing.T) {
 		t.Fatalf("the install renders the CA bundle targets %v", got)
 	}
 	group := map[string]string{"modelgate-mutating": "admissionregistration.k8s.io", "modelgate-validating": "admissionregistration.k8s.io", aiInferenceCRD: "apiextensions.k8s.io"}
-	env, err := cel.NewEnv(cel.OptionalTypes(), ext.Strings(),
+	celEnv, err := cel.NewEnv(cel.OptionalTypes(), ext.Strings(),
 		cel.Variable("request", cel.DynType), cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
 		cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
 	if err != nil {
@@ -322,11 +325,11 @@ func TestCABundlePolicyFieldsAddedLater(t *testing.T) {
 		values := map[string]ref.Val{}
 		vars["variables"] = values
 		for _, v := range vap.Spec.Variables {
-			ast, iss := env.Compile(v.Expression)
+			ast, iss := celEnv.Compile(v.Expression)
 			if iss.Err() != nil {
 				t.Fatalf("variable %s: %v", v.Name, iss.Err())
 			}
-			prg, err := env.Program(ast)
+			prg, err := celEnv.Program(ast)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,8 +341,8 @@ func TestCABundlePolicyFieldsAddedLater(t *testing.T) {
 		}
 		var msgs []string
 		for _, v := range vap.Spec.Validations {
-			if out := evalCEL(t, env, v.Expression, vars); out != types.True {
-				msgs = append(msgs, evalCEL(t, env, v.MessageExpression, vars).Value().(string))
+			if out := evalCEL(t, celEnv, v.Expression, vars); out != types.True {
+				msgs = append(msgs, evalCEL(t, celEnv, v.MessageExpression, vars).Value().(string))
 			}
 		}
 		return msgs

@@ -1,10 +1,12 @@
-package env
+package install
 
 import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // TestHelmChartWebhookClientCA: webhook.clientCA.configMap mounts the
@@ -25,7 +27,7 @@ func TestHelmChartWebhookClientCA(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			objs, err := DecodeStrict(mustHelmTemplate(t, Namespace, tc.set...))
+			objs, err := env.DecodeStrict(mustHelmTemplate(t, env.Namespace, tc.set...))
 			if err != nil {
 				t.Fatal(err)
 			}

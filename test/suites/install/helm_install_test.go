@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // TestHelmInstall installs the chart with helm into a real kube-apiserver,
@@ -59,13 +61,13 @@ func TestHelmInstall(t *testing.T) {
 	deployment := func() *appsv1.Deployment {
 		t.Helper()
 		var d appsv1.Deployment
-		if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "modelgate"}, &d); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: "modelgate"}, &d); err != nil {
 			t.Fatal(err)
 		}
 		return &d
 	}
 
-	run("install", "modelgate", chart, "--namespace", Namespace, "--create-namespace",
+	run("install", "modelgate", chart, "--namespace", env.Namespace, "--create-namespace",
 		"--set", "certificates.mode=self", "--set", "policyReports.installCRD=true")
 	for _, name := range []string{"aiinferences.serving.modelgate.io", "workloadpolicies.policy.modelgate.io", "policyreports.wgpolicyk8s.io"} {
 		var crd apiextensionsv1.CustomResourceDefinition
@@ -91,19 +93,19 @@ func TestHelmInstall(t *testing.T) {
 	}
 	checksum := d.Spec.Template.Annotations["checksum/configuration"]
 
-	run("upgrade", "modelgate", chart, "--namespace", Namespace, "--reuse-values", "--set", "replicas=3")
+	run("upgrade", "modelgate", chart, "--namespace", env.Namespace, "--reuse-values", "--set", "replicas=3")
 	if d := deployment(); *d.Spec.Replicas != 3 || d.Spec.Template.Annotations["checksum/configuration"] != checksum {
 		t.Errorf("after upgrading replicas: %d replicas, checksum %s (was %s); want 3, unchanged",
 			*d.Spec.Replicas, d.Spec.Template.Annotations["checksum/configuration"], checksum)
 	}
-	run("upgrade", "modelgate", chart, "--namespace", Namespace, "--reuse-values", "--set", "configuration.audit.interval=30m")
+	run("upgrade", "modelgate", chart, "--namespace", env.Namespace, "--reuse-values", "--set", "configuration.audit.interval=30m")
 	if d := deployment(); d.Spec.Template.Annotations["checksum/configuration"] == checksum {
 		t.Error("a changed Configuration does not change the pod template: the pods would not restart")
 	}
 
-	run("uninstall", "modelgate", "--namespace", Namespace)
+	run("uninstall", "modelgate", "--namespace", env.Namespace)
 	var gone appsv1.Deployment
-	if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: "modelgate"}, &gone); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: env.Namespace, Name: "modelgate"}, &gone); !apierrors.IsNotFound(err) {
 		t.Errorf("after uninstall, the Deployment: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/controller/aiinference"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/webhook"
 )
 
@@ -27,7 +28,7 @@ import (
 // the API it did not find before.
 func TestControllerWaitsForTheCRD(t *testing.T) {
 	root, _, cfg := startAPIServer(t)
-	s, err := Scheme()
+	s, err := env.Scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestControllerWaitsForTheCRD(t *testing.T) {
 		}
 	})
 
-	crds, err := CRDs(filepath.Join(root, "config", "crd"))
+	crds, err := env.CRDs(filepath.Join(root, "config", "crd"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // helmBinary is the helm `make helm-lint` builds; the chart's tests skip
@@ -38,7 +40,7 @@ func helmBinary(t *testing.T) string {
 // values, and returns its objects, or helm's error output.
 func helmTemplate(t *testing.T, namespace string, set ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func comparable(t *testing.T, objs []*unstructured.Unstructured) map[string]map[
 // least-privilege, selector and CA injection checks the kustomize installs
 // pass hold for the chart too.
 func TestHelmChartIsTheKustomizeInstall(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,15 +158,15 @@ func TestHelmChartIsTheKustomizeInstall(t *testing.T) {
 		{selfManagedInstall, []string{"certificates.mode=self"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
-			want, err := Render(filepath.Join(root, tc.dir))
+			want, err := render.Render(filepath.Join(root, tc.dir))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := mustHelmTemplate(t, Namespace, tc.set...)
+			got := mustHelmTemplate(t, env.Namespace, tc.set...)
 			if diff := cmp.Diff(comparable(t, want), comparable(t, got)); diff != "" {
 				t.Errorf("chart with %v differs from %s (-kustomize +helm); run make manifests, or change the chart's templates:\n%s", tc.set, tc.dir, diff)
 			}
-			if _, err := DecodeStrict(got); err != nil {
+			if _, err := env.DecodeStrict(got); err != nil {
 				t.Errorf("chart with %v: %v", tc.set, err)
 			}
 		})
@@ -180,8 +182,8 @@ func TestHelmChartValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(y, []byte(Namespace)) {
-			t.Errorf("the render in namespace gpu-platform names %s", Namespace)
+		if bytes.Contains(y, []byte(env.Namespace)) {
+			t.Errorf("the render in namespace gpu-platform names %s", env.Namespace)
 		}
 		if !bytes.Contains(y, []byte("namespace: gpu-platform")) {
 			t.Error("the render in namespace gpu-platform has no object in it")
@@ -200,17 +202,17 @@ func TestHelmChartValues(t *testing.T) {
 		}
 	})
 	t.Run("files mode needs a CA bundle", func(t *testing.T) {
-		_, err := helmTemplate(t, Namespace, "certificates.mode=files")
+		_, err := helmTemplate(t, env.Namespace, "certificates.mode=files")
 		if err == nil || !strings.Contains(err.Error(), "certificates.files.caBundle: required") {
 			t.Errorf("err = %v, want certificates.files.caBundle: required", err)
 		}
-		_, err = helmTemplate(t, Namespace, "certificates.mode=selfmanaged")
+		_, err = helmTemplate(t, env.Namespace, "certificates.mode=selfmanaged")
 		if err == nil || !strings.Contains(err.Error(), `certificates.mode "selfmanaged": must be one of cert-manager, self, files`) {
 			t.Errorf("err = %v, want the accepted modes", err)
 		}
 	})
 	t.Run("files mode", func(t *testing.T) {
-		objs := mustHelmTemplate(t, Namespace, "certificates.mode=files", "certificates.files.caBundle=Q0E=",
+		objs := mustHelmTemplate(t, env.Namespace, "certificates.mode=files", "certificates.files.caBundle=Q0E=",
 			"certificates.files.secretName=my-tls")
 		n := 0
 		for _, u := range objs {
@@ -231,7 +233,7 @@ func TestHelmChartValues(t *testing.T) {
 		if n < 3 {
 			t.Errorf("%d clientConfigs, want the mutating, validating and conversion webhooks'", n)
 		}
-		decodedObjs, err := DecodeStrict(objs)
+		decodedObjs, err := env.DecodeStrict(objs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,10 +245,10 @@ func TestHelmChartValues(t *testing.T) {
 		}
 	})
 	t.Run("deployment and configuration", func(t *testing.T) {
-		objs := mustHelmTemplate(t, Namespace, "replicas=3", "image.digest=sha256:0123", "resources.limits.memory=1Gi",
+		objs := mustHelmTemplate(t, env.Namespace, "replicas=3", "image.digest=sha256:0123", "resources.limits.memory=1Gi",
 			"topologySpread=false", "podDisruptionBudget.enabled=false", "networkPolicy.enabled=false",
 			"configuration.injection.excludedNamespaces={kube-system,batch}", "configuration.policy.evaluationTimeout=1s")
-		decodedObjs, err := DecodeStrict(objs)
+		decodedObjs, err := env.DecodeStrict(objs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,11 +278,11 @@ func TestHelmChartValues(t *testing.T) {
 		if got := cfg.Policy.EvaluationTimeout.Duration.String(); got != "1s" {
 			t.Errorf("evaluationTimeout = %s, want 1s", got)
 		}
-		if cfg.Certificates.Mode != config.CertificatesCertManager || cfg.Namespace != Namespace {
-			t.Errorf("certificates.mode %s, namespace %s: want cert-manager and %s", cfg.Certificates.Mode, cfg.Namespace, Namespace)
+		if cfg.Certificates.Mode != config.CertificatesCertManager || cfg.Namespace != env.Namespace {
+			t.Errorf("certificates.mode %s, namespace %s: want cert-manager and %s", cfg.Certificates.Mode, cfg.Namespace, env.Namespace)
 		}
 		var checksum string
-		for _, u := range mustHelmTemplate(t, Namespace) {
+		for _, u := range mustHelmTemplate(t, env.Namespace) {
 			if u.GetKind() == "Deployment" {
 				checksum, _, _ = unstructured.NestedString(u.Object, "spec", "template", "metadata", "annotations", "checksum/configuration")
 			}
@@ -290,16 +292,16 @@ func TestHelmChartValues(t *testing.T) {
 		}
 	})
 	t.Run("metrics, the policy library and the PolicyReport CRD", func(t *testing.T) {
-		root, err := RepoRoot()
+		root, err := env.RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs := mustHelmTemplate(t, Namespace, "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true",
+		objs := mustHelmTemplate(t, env.Namespace, "metrics.service.enabled=true", "metrics.serviceMonitor.enabled=true",
 			"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true", "policyLibrary.enabled=true",
 			"policyReports.installCRD=true")
 		got := comparable(t, objs)
 		for _, dir := range []string{"config/prometheus", "config/samples/policies", "config/policyreport"} {
-			want, err := Render(filepath.Join(root, dir))
+			want, err := render.Render(filepath.Join(root, dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,7 +311,7 @@ func TestHelmChartValues(t *testing.T) {
 				}
 			}
 		}
-		off := comparable(t, mustHelmTemplate(t, Namespace))
+		off := comparable(t, mustHelmTemplate(t, env.Namespace))
 		for _, k := range []string{"ServiceMonitor/modelgate", "PrometheusRule/modelgate", "ConfigMap/modelgate-dashboard", "WorkloadPolicy/required-owner-team",
 			"CustomResourceDefinition/policyreports.wgpolicyk8s.io", "ServiceAccount/modelgate-metrics-scraper", "Secret/modelgate-metrics-scraper-token",
 			"ClusterRoleBinding/modelgate-metrics-reader-scraper", "RoleBinding/modelgate-prometheus-discovery"} {

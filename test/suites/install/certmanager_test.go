@@ -1,7 +1,6 @@
-package env
+package install
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -18,10 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 func servingSecret(t *testing.T, objs []client.Object) string {
@@ -226,7 +225,7 @@ func TestCAInjection(t *testing.T) {
 
 	annotated := map[string]string{}
 	for _, o := range objs {
-		if v, ok := o.GetAnnotations()[InjectCAFromAnnotation]; ok {
+		if v, ok := o.GetAnnotations()[env.InjectCAFromAnnotation]; ok {
 			annotated[typedName(o)] = v
 		}
 	}
@@ -242,7 +241,7 @@ func TestCAInjection(t *testing.T) {
 				t.Fatalf("%s is not rendered", name)
 			}
 			if got := annotated[name]; got != tc.want {
-				t.Errorf("%s = %q, want %q", InjectCAFromAnnotation, got, tc.want)
+				t.Errorf("%s = %q, want %q", env.InjectCAFromAnnotation, got, tc.want)
 			}
 		})
 	}
@@ -261,7 +260,7 @@ func TestCAInjection(t *testing.T) {
 		}
 		slices.Sort(consumers)
 		if diff := cmp.Diff(consumers, annotatedNames); diff != "" {
-			t.Errorf("objects with %s (-webhook configurations and conversion CRDs +annotated):\n%s", InjectCAFromAnnotation, diff)
+			t.Errorf("objects with %s (-webhook configurations and conversion CRDs +annotated):\n%s", env.InjectCAFromAnnotation, diff)
 		}
 	})
 
@@ -279,54 +278,9 @@ func TestCAInjection(t *testing.T) {
 		}
 		slices.Sort(targets)
 		if diff := cmp.Diff(targets, annotatedNames); diff != "" {
-			t.Errorf("CA bundle targets (-config/self-managed's certificates.self +config/default's %s):\n%s", InjectCAFromAnnotation, diff)
+			t.Errorf("CA bundle targets (-config/self-managed's certificates.self +config/default's %s):\n%s", env.InjectCAFromAnnotation, diff)
 		}
 	})
-}
-
-// TestDecodeStrict proves that the decoding the tests above rely on is
-// strict: a misspelt or mistyped field, or an unknown kind, is an error.
-func TestDecodeStrict(t *testing.T) {
-	certificate := func(spec map[string]any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-			"metadata": map[string]any{"name": "c", "namespace": "modelgate-system"},
-			"spec":     spec,
-		}}
-	}
-	valid := map[string]any{"secretName": "s", "issuerRef": map[string]any{"name": "i"}, "renewBefore": "720h"}
-	for name, tc := range map[string]struct {
-		obj     *unstructured.Unstructured
-		wantErr bool
-		is      error
-	}{
-		"valid Certificate": {obj: certificate(valid)},
-		"misspelt field": {obj: certificate(map[string]any{
-			"secretName": "s", "issuerRef": map[string]any{"name": "i"}, "renewbefore": "720h",
-		}), wantErr: true},
-		"mistyped field": {obj: certificate(map[string]any{
-			"secretName": "s", "issuerRef": map[string]any{"name": "i"}, "isCA": "yes",
-		}), wantErr: true},
-		"unknown kind": {obj: &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "cert-manager.io/v1", "kind": "Certificat",
-			"metadata": map[string]any{"name": "c"},
-		}}, wantErr: true, is: ErrUnknownKind},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got, err := DecodeStrict([]*unstructured.Unstructured{tc.obj})
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("DecodeStrict error = %v, want error %t", err, tc.wantErr)
-			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
-				t.Errorf("DecodeStrict error = %v, want %v", err, tc.is)
-			}
-			if err == nil {
-				if c, ok := got[0].(*cmv1.Certificate); !ok || c.Spec.RenewBefore == nil || c.Spec.RenewBefore.Duration != 720*time.Hour {
-					t.Errorf("DecodeStrict = %#v, want a Certificate with renewBefore 720h", got[0])
-				}
-			}
-		})
-	}
 }
 
 // typedName names an object by its Go type and name, as the CA injection

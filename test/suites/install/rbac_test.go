@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"path/filepath"
@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/webhook"
 )
 
@@ -30,7 +31,7 @@ func TestLeastPrivilege(t *testing.T) {
 			}
 		}
 		for _, r := range ofType[*rbacv1.Role](decoded(t, dir)) {
-			if r.Namespace != Namespace {
+			if r.Namespace != env.Namespace {
 				t.Errorf("%s: Role %s/%s outside modelgate's namespace", dir, r.Namespace, r.Name)
 			}
 			out = append(out, r.Rules...)
@@ -259,7 +260,7 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 		}
 	}
 	if !leases {
-		t.Errorf("no Role grants leases in %s: leader election cannot hold its Lease", Namespace)
+		t.Errorf("no Role grants leases in %s: leader election cannot hold its Lease", env.Namespace)
 	}
 }
 

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"context"
@@ -21,6 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // policyServer is a kube-apiserver holding config/self-managed as a cluster
@@ -43,18 +46,18 @@ func startPolicyServer(t *testing.T) *policyServer {
 	root, te, adminCfg := startAPIServer(t)
 	var err error
 	s := &policyServer{te: te, adminCfg: adminCfg, objs: decoded(t, selfManagedInstall)}
-	if s.scheme, err = InstallScheme(); err != nil {
+	if s.scheme, err = env.InstallScheme(); err != nil {
 		t.Fatal(err)
 	}
 	if s.admin, err = client.New(adminCfg, client.Options{Scheme: s.scheme}); err != nil {
 		t.Fatal(err)
 	}
 	// The whole install, server-side applied as kubectl would.
-	raw, err := Render(filepath.Join(root, selfManagedInstall))
+	raw, err := render.Render(filepath.Join(root, selfManagedInstall))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := applyObjects(t.Context(), s.admin, raw); err != nil {
+	if err := env.ApplyObjects(t.Context(), s.admin, raw); err != nil {
 		t.Fatal(err)
 	}
 	sa := only[*corev1.ServiceAccount](t, s.objs)
@@ -62,7 +65,7 @@ func startPolicyServer(t *testing.T) *policyServer {
 	// The install's RBAC is read from informers: wait until modelgate's
 	// service account holds all of it, or a refusal by RBAC would pass
 	// for one by the policy's binding not being loaded, or the other way.
-	if err := WaitForPermissions(t.Context(), s.admin, serviceAccountUser(sa.Namespace, sa.Name), ServiceAccountGroups(sa.Namespace), raw); err != nil {
+	if err := env.WaitForPermissions(t.Context(), s.admin, serviceAccountUser(sa.Namespace, sa.Name), env.ServiceAccountGroups(sa.Namespace), raw); err != nil {
 		t.Fatal(err)
 	}
 	s.waitForEnforcement(t)
@@ -78,12 +81,12 @@ func startAPIServer(t *testing.T) (string, *envtest.Environment, *rest.Config) {
 	if testing.Short() {
 		t.Skip("starts a kube-apiserver: not in -short mode")
 	}
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets, err := AssetsDir(root)
-	if errors.Is(err, ErrNoBinaries) && os.Getenv("KUBEBUILDER_ASSETS") == "" {
+	assets, err := env.AssetsDir(root)
+	if errors.Is(err, env.ErrNoBinaries) && os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skipf("%v: `make envtest` builds them", err)
 	}
 	if err != nil {
@@ -116,7 +119,7 @@ func (s *policyServer) as(t *testing.T, user string) client.Client {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	if nsName, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
 		ns, _, _ := strings.Cut(nsName, ":")
-		cfg.Impersonate.Groups = ServiceAccountGroups(ns)
+		cfg.Impersonate.Groups = env.ServiceAccountGroups(ns)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s.scheme})
 	if err != nil {

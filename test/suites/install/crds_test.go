@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // TestCRDsConvertThroughTheWebhook guards against shipping conversion code
@@ -16,11 +18,11 @@ import (
 // rendered) converts through modelgate's /convert, stores v1 and marks
 // v1alpha1 deprecated, while the bare generated base (no patch) is refused.
 func TestCRDsConvertThroughTheWebhook(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds, err := CRDs(filepath.Join(root, "config", "crd"))
+	crds, err := env.CRDs(filepath.Join(root, "config", "crd"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestCRDsConvertThroughTheWebhook(t *testing.T) {
 	if err := yaml.UnmarshalStrict(b, base); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckConversion(base); !errors.Is(err, ErrNoConversionWebhook) {
+	if err := env.CheckConversion(base); !errors.Is(err, env.ErrNoConversionWebhook) {
 		t.Errorf("CheckConversion(base without the patch) = %v, want ErrNoConversionWebhook", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/hack/render"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
 )
@@ -139,7 +140,7 @@ func TestAlertRulesUnderPromtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rendered, err := env.Render(filepath.Join(root, "config/prometheus"))
+	rendered, err := render.Render(filepath.Join(root, "config/prometheus"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestAlertRulesUnderPromtool(t *testing.T) {
 			t.Fatalf("case for %s: no such alert in config/prometheus", c.alert)
 		}
 		covered[c.alert] = true
-		expAnnotations, err := render(a, c.labels)
+		expAnnotations, err := renderAnnotations(a, c.labels)
 		if err != nil {
 			t.Fatalf("%s: %v", c.alert, err)
 		}
@@ -217,10 +218,10 @@ func alertAnnotations(pr *monitoringv1.PrometheusRule) map[string]map[string]str
 // labelRef is the one template the alerts' annotations use.
 var labelRef = regexp.MustCompile(`\{\{\s*\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
-// render fills an alert's annotations with the alert's labels, as
+// renderAnnotations fills an alert's annotations with the alert's labels, as
 // Prometheus does for {{ $labels.x }}; any other template is an error
 // (write its expected text here first).
-func render(annotations, labels map[string]string) (map[string]string, error) {
+func renderAnnotations(annotations, labels map[string]string) (map[string]string, error) {
 	out := map[string]string{}
 	for k, v := range annotations {
 		var missing []string

@@ -1,4 +1,4 @@
-package env
+package install
 
 import (
 	"encoding/json"
@@ -24,6 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	klabels "k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // The Prometheus Operator kustomization (for kube-prometheus), and its
@@ -38,7 +41,7 @@ const (
 // scraper, whose token the ServiceMonitor scrapes with.
 var (
 	prometheusAccount = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "prometheus-k8s", Namespace: "monitoring"}
-	scraperAccount    = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "modelgate-metrics-scraper", Namespace: Namespace}
+	scraperAccount    = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "modelgate-metrics-scraper", Namespace: env.Namespace}
 )
 
 // otherExporters are the metrics the alerts and the dashboard read from
@@ -68,11 +71,11 @@ var controllerRuntimeWebhookMetrics = []string{
 // only metrics modelgate exports (or the exporters it documents); every
 // alert has a severity, a summary and a runbook section.
 func TestPrometheusObjects(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := Render(filepath.Join(root, prometheusObjects))
+	objs, err := render.Render(filepath.Join(root, prometheusObjects))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,8 +415,21 @@ func registeredMetrics(t *testing.T, root string) map[string]metricCode {
 		}
 		return "", false
 	}
+	// Every top-level folder but test/, hack/ and bin/ (the built tools),
+	// rather than a list of them, which missed controller/ once the
+	// controllers left internal/ and webhook/.
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && !slices.Contains([]string{"test", "hack", "bin"}, e.Name()) {
+			dirs = append(dirs, e.Name())
+		}
+	}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"webhook", "internal", "certs", "cmd", "mutators", "policies", "validators", "loader", "audit"} {
+	for _, dir := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
@@ -466,7 +482,7 @@ func registeredMetrics(t *testing.T, root string) map[string]metricCode {
 // TestPrometheusMetricsDocumented: every metric modelgate registers has a
 // row in the metrics table of docs/operations.md, with its labels.
 func TestPrometheusMetricsDocumented(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,15 +534,15 @@ func TestPrometheusMetricsDocumented(t *testing.T) {
 // selectors, and binds the discovery Role to that Prometheus's service
 // account; the rest is config/prometheus's.
 func TestPrometheusKubePrometheusStack(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, err := Render(filepath.Join(root, prometheusObjects))
+	base, err := render.Render(filepath.Join(root, prometheusObjects))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stack, err := Render(filepath.Join(root, kubePrometheusStack))
+	stack, err := render.Render(filepath.Join(root, kubePrometheusStack))
 	if err != nil {
 		t.Fatal(err)
 	}

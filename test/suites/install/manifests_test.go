@@ -1,4 +1,13 @@
-package env
+// Package install checks modelgate's installs as a cluster receives them:
+// config/'s kustomizations rendered and strictly decoded (the objects, RBAC,
+// certificates, NetworkPolicy, the CA bundle policy, config/prometheus), the
+// Helm chart against them (its TestHelm tests need MODELGATE_HELM, the helm
+// `make helm-lint` builds), and, on a real kube-apiserver (envtest's, as
+// KUBEBUILDER_ASSETS or bin/k8s holds it), the CA bundle policy enforced,
+// the AIInference controller waiting for its CRD, and a helm install.
+// `make test-integration` runs it; the tests that start a kube-apiserver
+// skip in -short mode.
+package install
 
 import (
 	"fmt"
@@ -21,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
 // The installs: the production one, with cert-manager, and the one where
@@ -36,13 +47,13 @@ var installs = []string{defaultInstall, selfManagedInstall}
 // repository root) and returns their objects together.
 func decoded(t *testing.T, dirs ...string) []client.Object {
 	t.Helper()
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []client.Object
 	for _, dir := range dirs {
-		objs, err := DecodeInstall(filepath.Join(root, dir))
+		objs, err := env.DecodeInstall(filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,11 +148,11 @@ func installConfiguration(t *testing.T, objs []client.Object) *config.Configurat
 // TestSelfManagedInstall checks that config/self-managed needs no
 // cert-manager and lets the pods start before the certificate Secret exists.
 func TestSelfManagedInstall(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := Render(filepath.Join(root, selfManagedInstall))
+	raw, err := render.Render(filepath.Join(root, selfManagedInstall))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +160,11 @@ func TestSelfManagedInstall(t *testing.T) {
 		if u.GroupVersionKind().Group == "cert-manager.io" {
 			t.Errorf("renders %s %s: cert-manager may not run in the cluster", u.GetKind(), u.GetName())
 		}
-		if v, ok := u.GetAnnotations()[InjectCAFromAnnotation]; ok {
-			t.Errorf("%s %s has %s: %s, but modelgate injects its own CA", u.GetKind(), u.GetName(), InjectCAFromAnnotation, v)
+		if v, ok := u.GetAnnotations()[env.InjectCAFromAnnotation]; ok {
+			t.Errorf("%s %s has %s: %s, but modelgate injects its own CA", u.GetKind(), u.GetName(), env.InjectCAFromAnnotation, v)
 		}
 	}
-	objs, err := DecodeStrict(raw)
+	objs, err := env.DecodeStrict(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,13 +196,13 @@ func TestSelfManagedInstall(t *testing.T) {
 // cert-manager's, plus what self-managed certificates need and nothing
 // else.
 func TestInstallsDifferOnlyInCertificates(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// ids are the objects of an install, cert-manager's left out.
 	ids := func(dir string) []string {
-		objs, err := Render(filepath.Join(root, dir))
+		objs, err := render.Render(filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,8 +223,8 @@ func TestInstallsDifferOnlyInCertificates(t *testing.T) {
 	selfOnly := []string{
 		"ClusterRole /modelgate-certificates",
 		"ClusterRoleBinding /modelgate-certificates",
-		"Role " + Namespace + "/modelgate-certificates",
-		"RoleBinding " + Namespace + "/modelgate-certificates",
+		"Role " + env.Namespace + "/modelgate-certificates",
+		"RoleBinding " + env.Namespace + "/modelgate-certificates",
 		"ValidatingAdmissionPolicy /" + caBundlePolicy,
 		"ValidatingAdmissionPolicyBinding /" + caBundlePolicy,
 	}
@@ -242,7 +253,7 @@ func objectID(u *unstructured.Unstructured) string {
 // config/manager/configuration.yaml with its own certificates.mode, and
 // nothing else changed (make manifests writes the copies).
 func TestInstallConfigurations(t *testing.T) {
-	root, err := RepoRoot()
+	root, err := env.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
