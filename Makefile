@@ -137,9 +137,9 @@ configurations: ## Write config/default's and config/self-managed's configuratio
 	done
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(EASYJSON) ## Generate deepcopy code for the API types and the validating webhook's decoders (webhook/viewtypes.go).
+generate: $(CONTROLLER_GEN) $(EASYJSON) ## Generate deepcopy code for the API types and the validating webhook's decoders (webhook/decode/viewtypes.go).
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="$(API_PATHS)"
-	cd webhook && $(EASYJSON) -no_std_marshalers viewtypes.go
+	cd webhook/decode && $(EASYJSON) -no_std_marshalers viewtypes.go
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
@@ -158,7 +158,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 	@test -z "$$(gofmt -s -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -s -l $$(git ls-files '*.go'); exit 1; }
 	@for mod in $$(git ls-files 'go.mod' '*/go.mod'); do dir=$$(dirname $$mod); \
 		(cd $$dir && $(GO) mod tidy -diff) || { echo "$$mod is not tidy: run 'go mod tidy' in $$dir and commit"; exit 1; }; done
-	@git diff --exit-code -- config api charts webhook/viewtypes_easyjson.go || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@git diff --exit-code -- config api charts webhook/decode/viewtypes_easyjson.go || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
 	@test -z "$$(git status --porcelain -- config api charts)" || { git status --porcelain -- config api charts; echo "untracked generated files: commit them"; exit 1; }
 	@$(KUSTOMIZE) build config/default >/dev/null || { echo "config/default does not render: is every generated CRD listed in config/crd/kustomization.yaml?"; exit 1; }
 	@$(KUSTOMIZE) build config/self-managed >/dev/null || { echo "config/self-managed does not render"; exit 1; }

@@ -20,6 +20,7 @@ import (
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // benchDeployment is a Deployment with a realistic amount of metadata.
@@ -181,14 +182,14 @@ func BenchmarkGenericBaseline(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, in := f.next()
-				before, err := json.Marshal(d.obj)
+				before, err := json.Marshal(d.Obj)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := benchChain.Apply(d.target, in); err != nil {
+				if _, err := benchChain.Apply(d.Target, in); err != nil {
 					b.Fatal(err)
 				}
-				after, err := json.Marshal(d.obj)
+				after, err := json.Marshal(d.Obj)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -215,11 +216,11 @@ func BenchmarkTargeted(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, in := f.next()
-				snap := takeSnapshot(d.target, in.Container, mutators.PreviousRecord(d.target, in))
-				if _, err := benchChain.Apply(d.target, in); err != nil {
+				snap := takeSnapshot(d.Target, in.Container, mutators.PreviousRecord(d.Target, in))
+				if _, err := benchChain.Apply(d.Target, in); err != nil {
 					b.Fatal(err)
 				}
-				ops := buildPatch(snap, d.target, d.paths)
+				ops := buildPatch(snap, d.Target, d.Paths)
 				if len(ops) == 0 {
 					b.Fatal("no patch")
 				}
@@ -241,7 +242,7 @@ func BenchmarkMutateOnly(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d, in := f.next()
-				if _, err := benchChain.Apply(d.target, in); err != nil {
+				if _, err := benchChain.Apply(d.Target, in); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -260,33 +261,33 @@ type freshObjects struct {
 	b    *testing.B
 	raw  []byte
 	in   mutators.Input
-	pool []*decoded
+	pool []*decode.Object
 }
 
 func newFreshObjects(b *testing.B, obj *appsv1.Deployment) *freshObjects {
 	b.Helper()
 	f := &freshObjects{b: b, raw: toJSON(b, obj)}
 	d := f.decode()
-	settings, errs := annotations.Parse(annotations.Source{Annotations: d.target.Object.Annotations},
-		annotations.Source{Annotations: d.target.PodMeta().Annotations})
+	settings, errs := annotations.Parse(annotations.Source{Annotations: d.Target.Object.Annotations},
+		annotations.Source{Annotations: d.Target.PodMeta().Annotations})
 	if len(errs) > 0 {
 		b.Fatalf("parsing the annotations: %v", errs)
 	}
 	opts := mutatorOptions(config.New())
-	idx, ferr := mutators.ResolveContainer(d.target.PodSpec, settings, opts.GPU.ResourceName, field.NewPath("metadata"))
+	idx, ferr := mutators.ResolveContainer(d.Target.PodSpec, settings, opts.GPU.ResourceName, field.NewPath("metadata"))
 	if ferr != nil {
 		b.Fatalf("resolving the serving container: %v", ferr)
 	}
 	f.in = mutators.Input{Operation: mutators.Create, Namespace: nsPlain, NamespaceLabels: testNamespaces[nsPlain],
 		Requester: mutators.Requester{Username: alice}, Settings: settings, Container: idx, Options: opts}
-	if res, err := benchChain.Apply(d.target, f.input()); err != nil || len(res.Changed) != len(benchChain) {
+	if res, err := benchChain.Apply(d.Target, f.input()); err != nil || len(res.Changed) != len(benchChain) {
 		b.Fatalf("chain changed %v (error %v), want every mutator", res.Changed, err)
 	}
 	return f
 }
 
-func (f *freshObjects) decode() *decoded {
-	d, err := decoders[gvks["Deployment"]](f.raw)
+func (f *freshObjects) decode() *decode.Object {
+	d, err := decode.Whole[gvks["Deployment"]](f.raw)
 	if err != nil {
 		f.b.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func (f *freshObjects) input() *mutators.Input {
 	return &in
 }
 
-func (f *freshObjects) next() (*decoded, *mutators.Input) {
+func (f *freshObjects) next() (*decode.Object, *mutators.Input) {
 	if len(f.pool) == 0 {
 		f.b.StopTimer()
 		for range 16 {

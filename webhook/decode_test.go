@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/mutators"
 	pworkload "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // reference decodes with the decoder of the API server and of
@@ -82,7 +82,7 @@ func TestDecodeAsTheAPIServer(t *testing.T) {
 		inputs = append(inputs, j)
 	}
 	for _, raw := range inputs {
-		for gvk := range decoders {
+		for gvk := range decode.Whole {
 			sameDecode(t, gvk, raw)
 		}
 	}
@@ -102,7 +102,7 @@ func FuzzDecodeAsTheAPIServer(f *testing.F) {
 		if !utf8.Valid(raw) || hasDuplicateNames(raw) {
 			return
 		}
-		for gvk := range decoders {
+		for gvk := range decode.Whole {
 			sameDecode(t, gvk, raw)
 			sameDecodeSkipping(t, gvk, raw)
 			sameView(t, gvk, raw, false)
@@ -113,7 +113,7 @@ func FuzzDecodeAsTheAPIServer(f *testing.F) {
 
 func sameDecode(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	t.Helper()
-	got, err := decoders[gvk](raw)
+	got, err := decode.Whole[gvk](raw)
 	// The reference decodes into a fresh object of the same type.
 	want := reflect.New(reflect.TypeOf(anyObject(gvk)).Elem()).Interface()
 	werr := reference(raw, want)
@@ -125,18 +125,18 @@ func sameDecode(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	case err != nil:
 		return
 	}
-	if diff := cmp.Diff(want, got.obj); diff != "" {
+	if diff := cmp.Diff(want, got.Obj); diff != "" {
 		t.Fatalf("%s: %q decodes differently (-reference +ours):\n%s", gvk.Kind, raw, diff)
 	}
 }
 
 // anyObject is an empty object of the kind, as its decoder builds it.
 func anyObject(gvk metav1.GroupVersionKind) any {
-	d, err := decoders[gvk]([]byte(`{}`))
+	d, err := decode.Whole[gvk]([]byte(`{}`))
 	if err != nil {
 		panic(err)
 	}
-	return d.obj
+	return d.Obj
 }
 
 // hasDuplicateNames reports whether some JSON object of raw names a
@@ -201,7 +201,7 @@ func modelgateOnly(m map[string]string) map[string]string {
 func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	t.Helper()
 	got, err := judgedDecoding(true, true)(gvk, raw)
-	ref, rerr := decoders[gvk](raw)
+	ref, rerr := decode.Whole[gvk](raw)
 	switch {
 	case rerr != nil && err == nil && strings.Contains(rerr.Error(), "/metadata/managedFields"):
 		return
@@ -212,8 +212,8 @@ func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 	case err != nil:
 		return
 	}
-	eachObjectMeta(reflect.ValueOf(ref.obj), func(m *metav1.ObjectMeta) { m.ManagedFields = nil })
-	if diff := cmp.Diff(ref.obj, got.obj); diff != "" {
+	eachObjectMeta(reflect.ValueOf(ref.Obj), func(m *metav1.ObjectMeta) { m.ManagedFields = nil })
+	if diff := cmp.Diff(ref.Obj, got.Obj); diff != "" {
 		t.Fatalf("%s: %q decodes differently (-default +skipping):\n%s", gvk.Kind, raw, diff)
 	}
 }
@@ -228,7 +228,7 @@ func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 func sameView(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, annotationsRead bool) {
 	t.Helper()
 	got, err := judgedDecoding(annotationsRead, false)(gvk, raw)
-	ref, rerr := decoders[gvk](raw, skipManagedFields)
+	ref, rerr := decode.Whole[gvk](raw, decode.SkipManagedFields)
 	switch {
 	case rerr == nil && err != nil:
 		t.Fatalf("%s: refused %q, which the whole decoding accepts: %v", gvk.Kind, raw, err)
@@ -236,7 +236,7 @@ func sameView(t *testing.T, gvk metav1.GroupVersionKind, raw []byte, annotations
 		return
 	}
 	if !annotationsRead {
-		for _, m := range ref.target.Metas() {
+		for _, m := range ref.Target.Metas() {
 			m.Annotations = modelgateOnly(m.Annotations)
 		}
 	}
@@ -262,21 +262,21 @@ type judgedMeta struct {
 	Labels, Annotations           map[string]string
 }
 
-func judgedParts(t *testing.T, d *decoded) judged {
+func judgedParts(t *testing.T, d *decode.Object) judged {
 	t.Helper()
-	settings, _ := annotations.Parser{}.Parse(d.annotationSources()...)
-	paths := d.annotationPaths()
+	settings, _ := annotations.Parser{}.Parse(d.AnnotationSources()...)
+	paths := d.AnnotationPaths()
 	gpu := gpuKeys(&config.New().Injection)
-	serving, _ := mutators.ResolveContainer(d.target.PodSpec, settings, gpu.ResourceName, paths[len(paths)-1])
+	serving, _ := mutators.ResolveContainer(d.Target.PodSpec, settings, gpu.ResourceName, paths[len(paths)-1])
 	out := judged{
 		View: pworkload.Build(pworkload.Source{
-			Kind: d.target.Kind, Object: d.target.Object, PodMeta: d.target.PodMeta(), PodSpec: d.target.PodSpec,
+			Kind: d.Target.Kind, Object: d.Target.Object, PodMeta: d.Target.PodMeta(), PodSpec: d.Target.PodSpec,
 			Settings: settings, GPU: gpu, Sealed: true,
 		}),
 		Settings: settings,
 		Serving:  serving,
 	}
-	for _, m := range d.target.Metas() {
+	for _, m := range d.Target.Metas() {
 		out.Metas = append(out.Metas, judgedMeta{Name: m.Name, GenerateName: m.GenerateName, Namespace: m.Namespace,
 			Deleting: m.DeletionTimestamp, Labels: orEmptyMap(m.Labels), Annotations: orEmptyMap(m.Annotations)})
 	}
@@ -328,20 +328,20 @@ func TestValidateDecoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]string{"modelgate.io/inject": "true"}, d.target.Object.Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{"modelgate.io/inject": "true"}, d.Target.Object.Annotations); diff != "" {
 		t.Errorf("metadata.annotations (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"modelgate.io/gpu": "2"}, d.target.Templates[0].Annotations); diff != "" {
+	if diff := cmp.Diff(map[string]string{"modelgate.io/gpu": "2"}, d.Target.Templates[0].Annotations); diff != "" {
 		t.Errorf("spec.template.metadata.annotations (-want +got):\n%s", diff)
 	}
-	if d.target.Object.Labels["a"] != "b" || len(d.target.PodSpec.Containers) != 1 || d.target.PodSpec.Containers[0].Image != "i" {
-		t.Errorf("labels %v, containers %v", d.target.Object.Labels, d.target.PodSpec.Containers)
+	if d.Target.Object.Labels["a"] != "b" || len(d.Target.PodSpec.Containers) != 1 || d.Target.PodSpec.Containers[0].Image != "i" {
+		t.Errorf("labels %v, containers %v", d.Target.Object.Labels, d.Target.PodSpec.Containers)
 	}
 	all, err := judgedDecoding(true, false)(deployment, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := all.target.Object.Annotations; len(got) != 3 || got["note"] != "" || len(got["kubectl.kubernetes.io/last-applied-configuration"]) != 3000 {
+	if got := all.Target.Object.Annotations; len(got) != 3 || got["note"] != "" || len(got["kubectl.kubernetes.io/last-applied-configuration"]) != 3000 {
 		t.Errorf("every annotation kept: %d, %q", len(got), got["note"])
 	}
 	for _, bad := range []string{
@@ -361,7 +361,7 @@ func TestValidateDecoding(t *testing.T) {
 	}
 	inputs = append(inputs, raw)
 	for _, in := range inputs {
-		for gvk := range decoders {
+		for gvk := range decode.Whole {
 			sameDecodeSkipping(t, gvk, in)
 			sameView(t, gvk, in, false)
 			sameView(t, gvk, in, true)
@@ -404,23 +404,6 @@ func TestValidateSkipsUnreadAnnotations(t *testing.T) {
 	}
 	if resp := skipping.Handle(ctx, plain); resp.Allowed {
 		t.Error("the plain Deployment is allowed: the comparison covers no denial")
-	}
-}
-
-// TestSteadyError: the decoder's message says "cannot" or "unable to" at
-// random per process; ours always says "cannot", and unwraps.
-func TestSteadyError(t *testing.T) {
-	inner := errors.New("json: unable to unmarshal JSON string into Go []v1.Container within \"/spec/containers\"")
-	err := steadyError{inner}
-	if got, want := err.Error(), "json: cannot unmarshal JSON string into Go []v1.Container within \"/spec/containers\""; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	if !errors.Is(err, inner) {
-		t.Error("steadyError does not unwrap")
-	}
-	_, derr := decoders[metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}]([]byte(`{"spec":{"containers":"x"}}`))
-	if derr == nil || !strings.Contains(derr.Error(), `json: cannot unmarshal JSON string into Go []v1.Container within "/spec/containers"`) {
-		t.Errorf("decoding error %v: want the field and the steady verb", derr)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // everyNamespace answers every lookup, with the labels of an opted-in
@@ -77,8 +78,8 @@ func FuzzHandleDecode(f *testing.F) {
 		f.Add(s, seeds[(i+1)%len(seeds)], i%2 == 0, i%3 == 0, i%5 == 0)
 	}
 	cfg := config.New()
-	gvkList := make([]metav1.GroupVersionKind, 0, len(decoders))
-	for g := range decoders {
+	gvkList := make([]metav1.GroupVersionKind, 0, len(decode.Whole))
+	for g := range decode.Whole {
 		gvkList = append(gvkList, g)
 	}
 	slices.SortFunc(gvkList, func(a, b metav1.GroupVersionKind) int { return strings.Compare(a.Kind, b.Kind) })
@@ -123,11 +124,11 @@ func FuzzHandleDecode(f *testing.F) {
 // and admits the result again: the second answer must patch nothing.
 func reviewAgain(t *testing.T, h *Mutating, req admission.Request, resp admission.Response) {
 	t.Helper()
-	d, err := decoders[req.Kind](req.Object.Raw)
+	d, err := decode.Whole[req.Kind](req.Object.Raw)
 	if err != nil {
 		t.Fatalf("%s: patched an object that does not decode: %v", req.Kind.Kind, err)
 	}
-	req.Object.Raw = applyPatch(t, toJSON(t, d.obj), resp)
+	req.Object.Raw = applyPatch(t, toJSON(t, d.Obj), resp)
 	again := h.Handle(context.Background(), req)
 	if !again.Allowed || len(patchesOf(again)) > 0 {
 		t.Fatalf("%s: second review of %s: allowed=%v patches=%v result=%+v, want allowed without patches",

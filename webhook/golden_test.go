@@ -22,6 +22,7 @@ import (
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/golden (TestGolden)")
@@ -250,25 +251,25 @@ func TestGoldenOptOut(t *testing.T) {
 // and returns the object's JSON.
 func editMetas(t *testing.T, kind string, raw []byte, edit func(*metav1.ObjectMeta)) []byte {
 	t.Helper()
-	d, err := decoders[gvks[kind]](raw)
+	d, err := decode.Whole[gvks[kind]](raw)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", kind, err)
 	}
-	for _, m := range d.target.Metas() {
+	for _, m := range d.Target.Metas() {
 		edit(m)
 	}
-	return toJSON(t, d.obj)
+	return toJSON(t, d.Obj)
 }
 
 // withoutModelMounts removes every mount of model-store from the object's
 // containers and init containers, and returns the object's JSON.
 func withoutModelMounts(t *testing.T, kind string, raw []byte) []byte {
 	t.Helper()
-	d, err := decoders[gvks[kind]](raw)
+	d, err := decode.Whole[gvks[kind]](raw)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", kind, err)
 	}
-	spec := d.target.PodSpec
+	spec := d.Target.PodSpec
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			list[i].VolumeMounts = slices.DeleteFunc(list[i].VolumeMounts, func(vm corev1.VolumeMount) bool {
@@ -276,7 +277,7 @@ func withoutModelMounts(t *testing.T, kind string, raw []byte) []byte {
 			})
 		}
 	}
-	return toJSON(t, d.obj)
+	return toJSON(t, d.Obj)
 }
 
 // TestGoldenUnsealed admits each golden output again as a CREATE whose
@@ -296,11 +297,11 @@ func TestGoldenUnsealed(t *testing.T) {
 				t.Fatalf("an unsealed injected %s is refused: %+v", obj.kind, resp.Result)
 			}
 			spec := func(raw []byte) *corev1.PodSpec {
-				d, err := decoders[gvks[obj.kind]](raw)
+				d, err := decode.Whole[gvks[obj.kind]](raw)
 				if err != nil {
 					t.Fatal(err)
 				}
-				return d.target.PodSpec
+				return d.Target.PodSpec
 			}
 			if diff := cmp.Diff(spec(out), spec(applyPatch(t, out, resp))); diff != "" {
 				t.Errorf("pod spec changed (-golden +admitted again):\n%s", diff)

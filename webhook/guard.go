@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // guardReserved protects modelgate's reserved metadata (the owner and team
@@ -16,24 +17,24 @@ import (
 // an UPDATE that changes them. Trusted controllers copying templates are
 // exempt. old is nil on CREATE; otherwise old.target.Metas() lines up with
 // cur's.
-func guardReserved(cur, old *decoded, r mutators.Requester) field.ErrorList {
+func guardReserved(cur, old *decode.Object, r mutators.Requester) field.ErrorList {
 	if r.Trusted {
 		return nil
 	}
 	var errs field.ErrorList
-	metas := cur.target.Metas()
+	metas := cur.Target.Metas()
 	var olds []*metav1.ObjectMeta
 	if old != nil {
-		olds = old.target.Metas()
+		olds = old.Target.Metas()
 	}
 	for i, m := range metas {
 		var prev *metav1.ObjectMeta
 		if i < len(olds) {
 			prev = olds[i]
 		}
-		errs = append(errs, guardKeys(cur.paths[i].Child("labels"), annotations.ReservedLabels,
+		errs = append(errs, guardKeys(cur.Paths[i].Child("labels"), annotations.ReservedLabels,
 			m.Labels, labelsOf(prev), old != nil)...)
-		errs = append(errs, guardKeys(cur.paths[i].Child("annotations"), annotations.ReservedAnnotations,
+		errs = append(errs, guardKeys(cur.Paths[i].Child("annotations"), annotations.ReservedAnnotations,
 			m.Annotations, annotationsOf(prev), old != nil)...)
 	}
 	return errs

@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // Identities and namespaces the webhook tests use.
@@ -155,11 +156,11 @@ func decodeAs(t testing.TB, kind string, raw []byte) client.Object {
 // the decoders line them up.
 func metasOf(t testing.TB, kind string, raw []byte) []*metav1.ObjectMeta {
 	t.Helper()
-	d, err := decoders[gvks[kind]](raw)
+	d, err := decode.Whole[gvks[kind]](raw)
 	if err != nil {
 		t.Fatalf("decoding %s: %v", kind, err)
 	}
-	return d.target.Metas()
+	return d.Target.Metas()
 }
 
 // patchPaths lists the paths the response's patch touches.

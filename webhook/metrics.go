@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelgate/modelgate/internal/promreg"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // Outcomes of a mutating review, the values of the outcome metric label.
@@ -85,7 +86,7 @@ const labelOther = "other"
 // process's memory) without bound, one series per made-up value.
 var metricKinds = func() map[string]bool {
 	kinds := map[string]bool{validators.AIInferenceKind: true, workloadPolicyKind.Kind: true}
-	for gvk := range decoders {
+	for gvk := range decode.Whole {
 		kinds[gvk.Kind] = true
 	}
 	for gvk := range claimDecoders {

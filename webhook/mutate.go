@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // The markers below are the one source of the generated
@@ -113,8 +114,8 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 		return resp, outcome
 	}
 	op, obj, old, nsLabels := a.op, a.obj, a.old, a.nsLabels
-	sources := obj.annotationSources()
-	paths := obj.annotationPaths()
+	sources := obj.AnnotationSources()
+	paths := obj.AnnotationPaths()
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	settings, errs := h.parser.Parse(sources...)
 	if injectErrs := onlyInject(errs); len(injectErrs) > 0 {
@@ -132,24 +133,24 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 		Options:         h.options,
 	}
 	if old != nil {
-		in.Old = old.target.Object
+		in.Old = old.Target.Object
 	}
 	specFrozen := frozenSpec(req.Kind.Kind, op)
-	stamped := isStamped(req.Kind.Kind, op, in, obj.target)
+	stamped := isStamped(req.Kind.Kind, op, in, obj.Target)
 	if !annotations.Decide(settings.Choice, nsLabels) {
 		if errs := guardReserved(obj, old, requester); len(errs) > 0 {
 			return forbidden(reservedRule, errs), outcomeForbidden
 		}
 		// A trusted controller copying a template modelgate never sealed
 		// (a ReplicaSet a user wrote) passes on no owner and no record.
-		if requester.Trusted && op == mutators.Create && mutators.Unsealed(obj.target, in) {
+		if requester.Trusted && op == mutators.Create && mutators.Unsealed(obj.Target, in) {
 			return h.mutate(req, obj, h.forged, modeForged, in)
 		}
 		// An object that opted out after modelgate injected it gets what
 		// modelgate created taken out again. A Pod's spec cannot change
 		// after creation, and an object a controller stamps from a
 		// template follows the template.
-		if !specFrozen && !stamped && mutators.HasRecord(obj.target, in) {
+		if !specFrozen && !stamped && mutators.HasRecord(obj.Target, in) {
 			return h.mutate(req, obj, h.revert, modeRevert, in)
 		}
 		return admission.Allowed("not opted in"), outcomeSkipped
@@ -160,7 +161,7 @@ func (h *Mutating) handle(ctx context.Context, req admission.Request) (admission
 	case specFrozen, stamped:
 		chain, mode = h.metadataOnly, modeMetadata
 	default:
-		idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.options.GPU.ResourceName, paths[len(paths)-1])
+		idx, ferr := mutators.ResolveContainer(obj.Target.PodSpec, settings, h.options.GPU.ResourceName, paths[len(paths)-1])
 		if ferr != nil {
 			errs = append(errs, ferr)
 		}
@@ -225,9 +226,9 @@ func onlyInject(errs field.ErrorList) field.ErrorList {
 // mutate runs the chain over the decoded object and answers with the patch
 // between the object before and after, both marshalled from the same typed
 // value, so fields this build of modelgate does not know are never touched.
-func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Chain, m mode, in *mutators.Input) (admission.Response, string) {
-	prev := mutators.PreviousRecord(obj.target, in)
-	snap := takeSnapshot(obj.target, in.Container, prev)
+func (h *Mutating) mutate(req admission.Request, obj *decode.Object, chain mutators.Chain, m mode, in *mutators.Input) (admission.Response, string) {
+	prev := mutators.PreviousRecord(obj.Target, in)
+	snap := takeSnapshot(obj.Target, in.Container, prev)
 	var (
 		changed []string
 		err     error
@@ -235,17 +236,17 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 	switch m {
 	case modeInject:
 		var res mutators.Result
-		res, err = chain.Apply(obj.target, in)
+		res, err = chain.Apply(obj.Target, in)
 		changed = res.Changed
 	case modeMetadata:
 		// The metadata-only chain keeps the record modelgate wrote
 		// earlier, and only that one: a record edited by hand goes back.
-		changed, err = chain.Run(obj.target, in)
-		mutators.SetRecord(obj.target, prev)
+		changed, err = chain.Run(obj.Target, in)
+		mutators.SetRecord(obj.Target, prev)
 	case modeRevert:
-		changed, err = chain.Revert(obj.target, in)
+		changed, err = chain.Revert(obj.Target, in)
 	case modeForged:
-		changed, err = chain.Run(obj.target, in)
+		changed, err = chain.Run(obj.Target, in)
 	}
 	if err != nil {
 		if ie, ok := errors.AsType[*mutators.InvalidError](err); ok {
@@ -254,8 +255,8 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
 	// Last: every reserved value is now one modelgate chose.
-	mutators.SealMetadata(obj.target, in)
-	ops := buildPatch(snap, obj.target, obj.paths)
+	mutators.SealMetadata(obj.Target, in)
+	ops := buildPatch(snap, obj.Target, obj.Paths)
 	if len(ops) == 0 {
 		if m == modeRevert || m == modeForged {
 			return admission.Allowed("not opted in"), outcomeSkipped
@@ -281,11 +282,11 @@ func (h *Mutating) mutate(req admission.Request, obj *decoded, chain mutators.Ch
 // warnings have: "[modelgate] message". Objects whose spec modelgate did
 // not inject in this pass get none: a Pod a controller stamps from a
 // template was warned about as the template.
-func withWarnings(resp admission.Response, m mode, obj *decoded, in *mutators.Input) admission.Response {
+func withWarnings(resp admission.Response, m mode, obj *decode.Object, in *mutators.Input) admission.Response {
 	if m != modeInject {
 		return resp
 	}
-	for _, w := range mutators.Warnings(obj.target, in) {
+	for _, w := range mutators.Warnings(obj.Target, in) {
 		resp.Warnings = append(resp.Warnings, tagged(warningSource, w))
 	}
 	return resp

@@ -12,6 +12,7 @@ import (
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // admitted is a workload admission request a handler acts on: the object
@@ -19,34 +20,34 @@ import (
 // UPDATE), and the labels of its namespace.
 type admitted struct {
 	op       mutators.Operation
-	obj, old *decoded
+	obj, old *decode.Object
 	nsLabels map[string]string
 }
 
 // admit does what every workload handler does first: it skips operations,
 // kinds and namespaces modelgate leaves alone, decodes the object (and, with
 // withOld, the old object on UPDATE), and reads the namespace's labels from
-// the cache. decode decodes a kind decoders lists: the whole object for the
+// the cache. decodeObj decodes a kind decode.Whole lists: the whole object for the
 // mutating webhook (decodeWhole), what the policies read for the
 // validating one. When the handler has nothing more to do, admit returns
 // nil with the answer and its outcome.
-func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, decode decodeFunc) (a *admitted, resp admission.Response, outcome string) {
+func admit(ctx context.Context, req admission.Request, excluded sets.Set[string], ns NamespaceLabeler, withOld bool, decodeObj decodeFunc) (a *admitted, resp admission.Response, outcome string) {
 	a = &admitted{op: mutators.Operation(req.Operation)}
 	if a.op != mutators.Create && a.op != mutators.Update {
 		return nil, admission.Allowed("operation not handled by modelgate"), outcomeSkipped
 	}
-	if _, ok := decoders[req.Kind]; !ok {
+	if _, ok := decode.Whole[req.Kind]; !ok {
 		return nil, admission.Allowed("kind not handled by modelgate"), outcomeSkipped
 	}
 	if excluded.Has(req.Namespace) {
 		return nil, admission.Allowed("namespace excluded"), outcomeSkipped
 	}
 	var err error
-	if a.obj, err = decode(req.Kind, req.Object.Raw); err != nil {
+	if a.obj, err = decodeObj(req.Kind, req.Object.Raw); err != nil {
 		return nil, admission.Errored(http.StatusBadRequest, err), outcomeBadRequest
 	}
 	if withOld && a.op == mutators.Update {
-		if a.old, err = decode(req.Kind, req.OldObject.Raw); err != nil {
+		if a.old, err = decodeObj(req.Kind, req.OldObject.Raw); err != nil {
 			return nil, admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err)), outcomeBadRequest
 		}
 	}
@@ -74,23 +75,12 @@ func admittedNamespace(ctx context.Context, req admission.Request, ns NamespaceL
 	return labels, admission.Response{}, ""
 }
 
-// decodeFunc decodes an object of a kind decoders lists.
-type decodeFunc func(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error)
+// decodeFunc decodes an object of a kind decode.Whole lists.
+type decodeFunc func(gvk metav1.GroupVersionKind, raw []byte) (*decode.Object, error)
 
 // decodeWhole decodes the whole typed object.
-func decodeWhole(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-	return decoders[gvk](raw)
-}
-
-// annotationSources are the object's metadata annotations, each with the
-// field path problems in it are reported at, outermost first.
-func (d *decoded) annotationSources() []annotations.Source {
-	paths := d.annotationPaths()
-	out := make([]annotations.Source, 0, len(paths))
-	for i, m := range d.target.Metas() {
-		out = append(out, annotations.Source{Path: paths[i], Annotations: m.Annotations})
-	}
-	return out
+func decodeWhole(gvk metav1.GroupVersionKind, raw []byte) (*decode.Object, error) {
+	return decode.Whole[gvk](raw)
 }
 
 // excludedNamespaces are the namespaces modelgate never injects or judges:

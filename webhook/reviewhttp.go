@@ -18,6 +18,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // reviewHTTP serves AdmissionReviews to an admission.Handler, as
@@ -85,7 +87,7 @@ func (h *reviewHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var ar envelope
 	if err := jsonv2.Unmarshal(body, &ar, rawInBody); err != nil {
-		h.fail(w, fmt.Errorf("decoding the AdmissionReview: %w", steadyError{err}))
+		h.fail(w, fmt.Errorf("decoding the AdmissionReview: %w", decode.SteadyError(err)))
 		return
 	}
 	if ar.APIVersion == "" && ar.Kind == "" {

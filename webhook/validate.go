@@ -22,6 +22,7 @@ import (
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // The markers below generate the ValidatingWebhookConfiguration
@@ -184,13 +185,13 @@ func ownershipOnlyUpdate(req admission.Request) bool {
 // budget (deadline), and an old object that does not decode, or a policy
 // that fails on it, lifts nothing. prev is the old object when the review
 // already decoded it (a Pod's, for unjudgedUpdate), else nil.
-func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, prev *decoded, nsLabels map[string]string, decode decodeFunc, set *policies.Set, d *policies.Decision) {
+func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admission.Request, prev *decode.Object, nsLabels map[string]string, decodeObj decodeFunc, set *policies.Set, d *policies.Decision) {
 	if req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 || !d.Ratchetable() {
 		return
 	}
 	if prev == nil {
 		var err error
-		if prev, err = decode(req.Kind, req.OldObject.Raw); err != nil {
+		if prev, err = decodeObj(req.Kind, req.OldObject.Raw); err != nil {
 			return
 		}
 	}
@@ -221,22 +222,22 @@ func (h *Validating) ratchet(ctx context.Context, deadline time.Time, req admiss
 // scheduler allocates the claims. decode decodes the old Pod as the new
 // one was decoded; it is returned, for ratchet, when it was decoded (a
 // judged Pod update).
-func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) (string, *decoded) {
+func unjudgedUpdate(req admission.Request, obj *decode.Object, decodeObj decodeFunc) (string, *decode.Object) {
 	if req.Operation != admissionv1.Update {
 		return "", nil
 	}
-	cur := obj.target
+	cur := obj.Target
 	if cur.Object.DeletionTimestamp != nil {
 		return "the " + req.Kind.Kind + " is being deleted", nil
 	}
 	if req.Kind.Kind != "Pod" {
 		return "", nil
 	}
-	old, err := decode(req.Kind, req.OldObject.Raw)
+	old, err := decodeObj(req.Kind, req.OldObject.Raw)
 	if err != nil {
 		return "", nil // judged as it stands
 	}
-	prev := old.target
+	prev := old.Target
 	if equality.Semantic.DeepEqual(cur.PodSpec, prev.PodSpec) &&
 		equality.Semantic.DeepEqual(cur.Object.Labels, prev.Object.Labels) &&
 		equality.Semantic.DeepEqual(cur.Object.Annotations, prev.Object.Annotations) &&
@@ -248,17 +249,17 @@ func unjudgedUpdate(req admission.Request, obj *decoded, decode decodeFunc) (str
 
 // workload is what the policies judge: the decoded object, its parsed
 // annotations and the container serving its model.
-func (h *Validating) workload(req admission.Request, obj *decoded, nsLabels map[string]string) *validators.Workload {
-	paths := obj.annotationPaths()
+func (h *Validating) workload(req admission.Request, obj *decode.Object, nsLabels map[string]string) *validators.Workload {
+	paths := obj.AnnotationPaths()
 	// Malformed annotations on an opted-in object were rejected by the
 	// mutating webhook; on any other object the policies see what parsed.
-	settings, _ := h.parser.Parse(obj.annotationSources()...)
+	settings, _ := h.parser.Parse(obj.AnnotationSources()...)
 	serving := ""
-	if idx, ferr := mutators.ResolveContainer(obj.target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
-		serving = obj.target.PodSpec.Containers[idx].Name
+	if idx, ferr := mutators.ResolveContainer(obj.Target.PodSpec, settings, h.gpuResource, paths[len(paths)-1]); ferr == nil && idx >= 0 {
+		serving = obj.Target.PodSpec.Containers[idx].Name
 	}
 	w := requestWorkload(req, nsLabels)
-	w.Object, w.PodMeta, w.PodSpec = obj.target.Object, obj.target.PodMeta(), obj.target.PodSpec
+	w.Object, w.PodMeta, w.PodSpec = obj.Target.Object, obj.Target.PodMeta(), obj.Target.PodSpec
 	w.Settings, w.ServingContainer = settings, serving
 	return w
 }
@@ -295,16 +296,16 @@ func judgedDecoding(annotationsRead, objectsRead bool) decodeFunc {
 	}
 }
 
-func decodeWholeButManagedFields(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-	return decoders[gvk](raw, skipManagedFields)
+func decodeWholeButManagedFields(gvk metav1.GroupVersionKind, raw []byte) (*decode.Object, error) {
+	return decode.Whole[gvk](raw, decode.SkipManagedFields)
 }
 
-func decodeViewAllAnnotations(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-	return viewDecoders[gvk](raw, true)
+func decodeViewAllAnnotations(gvk metav1.GroupVersionKind, raw []byte) (*decode.Object, error) {
+	return decode.Views[gvk](raw, true)
 }
 
-func decodeView(gvk metav1.GroupVersionKind, raw []byte) (*decoded, error) {
-	return viewDecoders[gvk](raw, false)
+func decodeView(gvk metav1.GroupVersionKind, raw []byte) (*decode.Object, error) {
+	return decode.Views[gvk](raw, false)
 }
 
 // policyResponse turns a decision into the admission answer and its

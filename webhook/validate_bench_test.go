@@ -15,6 +15,7 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // samplePolicies reads the shipped library as its sample WorkloadPolicies
@@ -128,7 +129,7 @@ func captureView(tb testing.TB, h *Validating, req admission.Request) []byte {
 // without decoding the admission request.
 func BenchmarkEvaluateLibrary(b *testing.B) {
 	req := injectedReview(b)
-	d, err := decoders[req.Kind](req.Object.Raw)
+	d, err := decode.Whole[req.Kind](req.Object.Raw)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // The validating webhook judges ResourceClaims and ResourceClaimTemplates
@@ -41,14 +42,14 @@ type claimDecoder func(raw []byte) (*claimObject, error)
 var claimDecoders = map[metav1.GroupVersionKind]claimDecoder{
 	{Group: resourcev1.GroupName, Version: "v1", Kind: "ResourceClaim"}: func(raw []byte) (*claimObject, error) {
 		o := &resourcev1.ResourceClaim{}
-		if err := unmarshal(raw, o, skipManagedFields); err != nil {
+		if err := decode.Unmarshal(raw, o, decode.SkipManagedFields); err != nil {
 			return nil, err
 		}
 		return &claimObject{meta: &o.ObjectMeta, spec: &o.Spec}, nil
 	},
 	{Group: resourcev1.GroupName, Version: "v1", Kind: "ResourceClaimTemplate"}: func(raw []byte) (*claimObject, error) {
 		o := &resourcev1.ResourceClaimTemplate{}
-		if err := unmarshal(raw, o, skipManagedFields); err != nil {
+		if err := decode.Unmarshal(raw, o, decode.SkipManagedFields); err != nil {
 			return nil, err
 		}
 		return &claimObject{meta: &o.ObjectMeta, spec: &o.Spec.Spec}, nil
@@ -172,8 +173,8 @@ func claimWorkload(req admission.Request, obj *claimObject, nsLabels map[string]
 // old Pod the new violation, and ratcheting would lift it. Once the Pod is
 // scheduled its claims are allocated to it and cannot change, so they are
 // read as they are, as before. nil for the checker's claims.
-func (h *Validating) oldPodClaims(req admission.Request, prev *decoded) policyview.ClaimResolver {
-	if req.Kind.Kind != "Pod" || len(prev.target.PodSpec.ResourceClaims) == 0 {
+func (h *Validating) oldPodClaims(req admission.Request, prev *decode.Object) policyview.ClaimResolver {
+	if req.Kind.Kind != "Pod" || len(prev.Target.PodSpec.ResourceClaims) == 0 {
 		return nil
 	}
 	p := placementOf(req.OldObject.Raw)
@@ -198,7 +199,7 @@ type placement struct {
 // placementOf reads raw's placement; a zero one when it does not decode.
 func placementOf(raw []byte) placement {
 	var p placement
-	if unmarshal(raw, &p) != nil {
+	if decode.Unmarshal(raw, &p) != nil {
 		return placement{}
 	}
 	return p

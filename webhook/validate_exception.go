@@ -16,6 +16,7 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // +kubebuilder:webhook:path=/validate-workloadpolicyexception,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicyexceptions,verbs=create;update,versions=v1,name=workloadpolicyexception.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
@@ -49,13 +50,13 @@ var exceptionKind = schema.GroupKind{Group: policyv1.GroupVersion.Group, Kind: "
 // Handle implements admission.Handler.
 func (v *ExceptionValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	ex := &policyv1.WorkloadPolicyException{}
-	if err := unmarshal(req.Object.Raw, ex); err != nil {
+	if err := decode.Unmarshal(req.Object.Raw, ex); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	var old *policyv1.WorkloadPolicyException
 	if req.Operation == admissionv1.Update && len(req.OldObject.Raw) > 0 {
 		old = &policyv1.WorkloadPolicyException{}
-		if err := unmarshal(req.OldObject.Raw, old); err != nil {
+		if err := decode.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/validators"
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // +kubebuilder:webhook:path=/validate-workloadpolicy,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,timeoutSeconds=5,admissionReviewVersions=v1,groups=policy.modelgate.io,resources=workloadpolicies,verbs=create;update,versions=v1,name=workloadpolicy.validate.modelgate.io,serviceName=modelgate-webhook,serviceNamespace=modelgate-system
@@ -33,7 +34,7 @@ var workloadPolicyKind = schema.GroupKind{Group: policyv1.GroupVersion.Group, Ki
 // Handle implements admission.Handler.
 func (PolicyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	wp := &policyv1.WorkloadPolicy{}
-	if err := unmarshal(req.Object.Raw, wp); err != nil {
+	if err := decode.Unmarshal(req.Object.Raw, wp); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if _, err := validators.CompileWorkloadPolicy(ctx, wp); err != nil {

@@ -3,8 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"math/rand"
-	"os"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/randfill"
+
+	"github.com/modelgate/modelgate/webhook/decode"
 )
 
 // TestViewDecodingRandomObjects: objects with every field filled at random
 // (each pointer, slice and map set or not) give the policies the same view,
 // settings, serving container and metadata through viewDecoders as through
-// the whole decoding: a field the view reads that viewtypes.go forgot
+// the whole decoding: a field the view reads that decode/viewtypes.go forgot
 // shows here.
 func TestViewDecodingRandomObjects(t *testing.T) {
 	f := randfill.New().NilChance(0.3).NumElements(0, 3).MaxDepth(12).
@@ -69,7 +69,7 @@ func TestViewDecodingRandomObjects(t *testing.T) {
 		"StatefulSet": func() any { return &appsv1.StatefulSet{} }, "Job": func() any { return &batchv1.Job{} },
 		"CronJob": func() any { return &batchv1.CronJob{} },
 	}
-	for gvk := range decoders {
+	for gvk := range decode.Whole {
 		t.Run(gvk.Kind, func(t *testing.T) {
 			for range 150 {
 				obj := kinds[gvk.Kind]()
@@ -78,7 +78,7 @@ func TestViewDecodingRandomObjects(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := decoders[gvk](raw); err != nil {
+				if _, err := decode.Whole[gvk](raw); err != nil {
 					t.Fatalf("the whole decoding refuses a filled %s: %v", gvk.Kind, err)
 				}
 				sameView(t, gvk, raw, false)
@@ -91,31 +91,13 @@ func TestViewDecodingRandomObjects(t *testing.T) {
 // TestViewDecodersCoverDecoders: the validating webhook can decode every
 // kind admit lets through.
 func TestViewDecodersCoverDecoders(t *testing.T) {
-	for gvk := range decoders {
-		if viewDecoders[gvk] == nil {
+	for gvk := range decode.Whole {
+		if decode.Views[gvk] == nil {
 			t.Errorf("%v: no view decoder", gvk)
 		}
 	}
-	if len(viewDecoders) != len(decoders) {
-		t.Errorf("%d view decoders for %d kinds", len(viewDecoders), len(decoders))
-	}
-}
-
-// TestEasyjsonVersionsAgree: `make generate` builds the generator named for
-// the version go.mod requires of easyjson's runtime.
-func TestEasyjsonVersionsAgree(t *testing.T) {
-	mk, err := os.ReadFile("../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mod, err := os.ReadFile("../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	inMakefile := regexp.MustCompile(`(?m)^EASYJSON_VERSION \?= (v\S+)$`).FindSubmatch(mk)
-	inGoMod := regexp.MustCompile(`(?m)^\s*github\.com/mailru/easyjson (v\S+)$`).FindSubmatch(mod)
-	if inMakefile == nil || inGoMod == nil || string(inMakefile[1]) != string(inGoMod[1]) {
-		t.Errorf("the Makefile's EASYJSON_VERSION is %q, go.mod requires %q", inMakefile, inGoMod)
+	if len(decode.Views) != len(decode.Whole) {
+		t.Errorf("%d view decoders for %d kinds", len(decode.Views), len(decode.Whole))
 	}
 }
 

@@ -1,3 +1,6 @@
+// Package claimtemplates is the controller that creates, in a Pod's
+// namespace, the ResourceClaimTemplate the GPU claim modelgate injected
+// names, sealed, and deletes its own templates once no Pod names them.
 package claimtemplates
 
 import (

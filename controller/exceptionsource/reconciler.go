@@ -1,3 +1,6 @@
+// Package exceptionsource is the controller that keeps the policy engine's
+// exceptions in step with the WorkloadPolicyException resources and writes
+// their status.
 package exceptionsource
 
 import (

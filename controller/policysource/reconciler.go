@@ -1,3 +1,6 @@
+// Package policysource is the controller that keeps the policy store in
+// step with the WorkloadPolicy resources and reports each one's state in
+// its status.
 package policysource
 
 import (

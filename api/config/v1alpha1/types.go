@@ -1,4 +1,4 @@
-// Package config is modelgate's runtime Configuration
+// Package v1alpha1 is modelgate's runtime Configuration
 // (config.modelgate.io/v1alpha1, kind Configuration): its types, the strict
 // loader, the defaults (applied in one place, Default) and Validate.
 package v1alpha1

@@ -1,4 +1,4 @@
-package webhook
+package decode
 
 import (
 	"errors"
@@ -15,30 +15,30 @@ import (
 	"github.com/modelgate/modelgate/mutators"
 )
 
-// viewDecoder decodes one kind's raw JSON into the pieces the validating
+// ViewFunc decodes one kind's raw JSON into the pieces the validating
 // webhook reads (viewtypes.go), keeping every annotation when allAnnotations,
 // else only the modelgate.io/ ones.
-type viewDecoder func(raw []byte, allAnnotations bool) (*decoded, error)
+type ViewFunc func(raw []byte, allAnnotations bool) (*Object, error)
 
-// viewDecoders are the kinds the validating webhook judges, as decoders
+// Views decodes the kinds the validating webhook judges, as Whole
 // lists them. The decoded object holds only what the policies' view is
 // built from: a policy that reads the raw object (input.object) reads the
 // bytes the API server sent, never this.
-var viewDecoders = map[metav1.GroupVersionKind]viewDecoder{
-	{Group: "", Version: "v1", Kind: "Pod"}: func(raw []byte, all bool) (*decoded, error) {
+var Views = map[metav1.GroupVersionKind]ViewFunc{
+	{Group: "", Version: "v1", Kind: "Pod"}: func(raw []byte, all bool) (*Object, error) {
 		v := &podView{}
 		v.Metadata.Annotations.all = all
 		if err := unmarshalView(raw, v); err != nil {
 			return nil, err
 		}
 		meta, spec := v.Metadata.objectMeta(), v.Spec.podSpec()
-		return &decoded{obj: v, paths: []*field.Path{metaPath},
-			target: &mutators.Target{Kind: "Pod", Object: meta, PodSpec: spec, SpecPath: podSpec}}, nil
+		return &Object{Obj: v, Paths: []*field.Path{metaPath},
+			Target: &mutators.Target{Kind: "Pod", Object: meta, PodSpec: spec, SpecPath: podSpec}}, nil
 	},
 	{Group: "apps", Version: "v1", Kind: "Deployment"}:  templatedDecoder("Deployment"),
 	{Group: "apps", Version: "v1", Kind: "StatefulSet"}: templatedDecoder("StatefulSet"),
 	{Group: "batch", Version: "v1", Kind: "Job"}:        templatedDecoder("Job"),
-	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte, all bool) (*decoded, error) {
+	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte, all bool) (*Object, error) {
 		v := &cronJobView{}
 		jt := &v.Spec.JobTemplate
 		for _, m := range []*metaView{&v.Metadata, &jt.Metadata, &jt.Spec.Template.Metadata} {
@@ -48,8 +48,8 @@ var viewDecoders = map[metav1.GroupVersionKind]viewDecoder{
 			return nil, err
 		}
 		tpl := &jt.Spec.Template
-		return &decoded{obj: v, paths: []*field.Path{metaPath, jobTemplateMeta, cronPodMeta},
-			target: &mutators.Target{
+		return &Object{Obj: v, Paths: []*field.Path{metaPath, jobTemplateMeta, cronPodMeta},
+			Target: &mutators.Target{
 				Kind:      "CronJob",
 				Object:    v.Metadata.objectMeta(),
 				Templates: []*metav1.ObjectMeta{jt.Metadata.objectMeta(), tpl.Metadata.objectMeta()},
@@ -60,16 +60,16 @@ var viewDecoders = map[metav1.GroupVersionKind]viewDecoder{
 }
 
 // templatedDecoder decodes a kind with one pod template at spec.template.
-func templatedDecoder(kind string) viewDecoder {
-	return func(raw []byte, all bool) (*decoded, error) {
+func templatedDecoder(kind string) ViewFunc {
+	return func(raw []byte, all bool) (*Object, error) {
 		v := &templatedView{}
 		tpl := &v.Spec.Template
 		v.Metadata.Annotations.all, tpl.Metadata.Annotations.all = all, all
 		if err := unmarshalView(raw, v); err != nil {
 			return nil, err
 		}
-		return &decoded{obj: v, paths: []*field.Path{metaPath, templateMeta},
-			target: &mutators.Target{
+		return &Object{Obj: v, Paths: []*field.Path{metaPath, templateMeta},
+			Target: &mutators.Target{
 				Kind:      kind,
 				Object:    v.Metadata.objectMeta(),
 				Templates: []*metav1.ObjectMeta{tpl.Metadata.objectMeta()},
@@ -84,7 +84,7 @@ func templatedDecoder(kind string) viewDecoder {
 // is not checked again.
 func unmarshalView(raw []byte, v easyjson.Unmarshaler) error {
 	if len(raw) == 0 {
-		return errEmptyObject
+		return ErrEmptyObject
 	}
 	err := easyjson.Unmarshal(raw, v)
 	var lexed *jlexer.LexerError

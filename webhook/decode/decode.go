@@ -1,6 +1,12 @@
-package webhook
+// Package decode decodes the objects the webhooks admit: whole, as the API
+// server does (Whole, for the mutating webhook and for policies that read
+// the raw object), or only the fields the policies' view is built from
+// (Views, with the decoders easyjson generates from viewtypes.go). The
+// tests in webhook/ hold both equal to the API server's own decoding.
+package decode
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,29 +18,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
 )
 
-// decoded is an admitted object decoded once: the typed object (marshalled
+// Object is an admitted object decoded once: the typed object (marshalled
 // again to build the patch) and the parts mutators change.
-type decoded struct {
-	obj    any
-	target *mutators.Target
-	// paths[i] is the field path of target.Metas()[i].
-	paths []*field.Path
+type Object struct {
+	Obj    any
+	Target *mutators.Target
+	// Paths[i] is the field path of Target.Metas()[i].
+	Paths []*field.Path
 }
 
-// annotationPaths returns the field path of every metadata's annotations.
-func (d *decoded) annotationPaths() []*field.Path {
-	out := make([]*field.Path, len(d.paths))
-	for i, p := range d.paths {
+// AnnotationPaths returns the field path of every metadata's annotations.
+func (d *Object) AnnotationPaths() []*field.Path {
+	out := make([]*field.Path, len(d.Paths))
+	for i, p := range d.Paths {
 		out[i] = p.Child("annotations")
 	}
 	return out
 }
 
-// kindDecoder decodes one kind's raw JSON.
-type kindDecoder func(raw []byte, opts ...jsonv2.Options) (*decoded, error)
+// AnnotationSources are the object's metadata annotations, each with the
+// field path problems in it are reported at, outermost first.
+func (d *Object) AnnotationSources() []annotations.Source {
+	paths := d.AnnotationPaths()
+	out := make([]annotations.Source, 0, len(paths))
+	for i, m := range d.Target.Metas() {
+		out = append(out, annotations.Source{Path: paths[i], Annotations: m.Annotations})
+	}
+	return out
+}
+
+// Func decodes one kind's raw JSON.
+type Func func(raw []byte, opts ...jsonv2.Options) (*Object, error)
+
+// ErrEmptyObject is returned for a review whose object is missing.
+var ErrEmptyObject = errors.New("the admission request carries no object")
 
 var (
 	metaPath        = field.NewPath("metadata")
@@ -46,16 +67,16 @@ var (
 	cronPodSpec     = field.NewPath("spec", "jobTemplate", "spec", "template", "spec")
 )
 
-// decoders are the kinds the mutating webhook handles, keyed by
+// Whole decodes the kinds the mutating webhook handles, keyed by
 // group/version/kind as the API server sends them.
-var decoders = map[metav1.GroupVersionKind]kindDecoder{
-	{Group: "", Version: "v1", Kind: "Pod"}: func(raw []byte, opts ...jsonv2.Options) (*decoded, error) {
+var Whole = map[metav1.GroupVersionKind]Func{
+	{Group: "", Version: "v1", Kind: "Pod"}: func(raw []byte, opts ...jsonv2.Options) (*Object, error) {
 		o := &corev1.Pod{}
-		if err := unmarshal(raw, o, opts...); err != nil {
+		if err := Unmarshal(raw, o, opts...); err != nil {
 			return nil, err
 		}
-		return &decoded{obj: o, paths: []*field.Path{metaPath},
-			target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec, SpecPath: podSpec}}, nil
+		return &Object{Obj: o, Paths: []*field.Path{metaPath},
+			Target: &mutators.Target{Kind: "Pod", Object: &o.ObjectMeta, PodSpec: &o.Spec, SpecPath: podSpec}}, nil
 	},
 	{Group: "apps", Version: "v1", Kind: "Deployment"}: workload("Deployment",
 		func(o *appsv1.Deployment) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
@@ -69,14 +90,14 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 		func(o *batchv1.Job) (*metav1.ObjectMeta, *corev1.PodTemplateSpec) {
 			return &o.ObjectMeta, &o.Spec.Template
 		}),
-	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte, opts ...jsonv2.Options) (*decoded, error) {
+	{Group: "batch", Version: "v1", Kind: "CronJob"}: func(raw []byte, opts ...jsonv2.Options) (*Object, error) {
 		o := &batchv1.CronJob{}
-		if err := unmarshal(raw, o, opts...); err != nil {
+		if err := Unmarshal(raw, o, opts...); err != nil {
 			return nil, err
 		}
 		jt := &o.Spec.JobTemplate
-		return &decoded{obj: o, paths: []*field.Path{metaPath, jobTemplateMeta, cronPodMeta},
-			target: &mutators.Target{
+		return &Object{Obj: o, Paths: []*field.Path{metaPath, jobTemplateMeta, cronPodMeta},
+			Target: &mutators.Target{
 				Kind:      "CronJob",
 				Object:    &o.ObjectMeta,
 				Templates: []*metav1.ObjectMeta{&jt.ObjectMeta, &jt.Spec.Template.ObjectMeta},
@@ -88,15 +109,15 @@ var decoders = map[metav1.GroupVersionKind]kindDecoder{
 
 // workload decodes a kind that carries one pod template at
 // spec.template; parts returns the object's metadata and its template.
-func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)) kindDecoder {
-	return func(raw []byte, opts ...jsonv2.Options) (*decoded, error) {
+func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.PodTemplateSpec)) Func {
+	return func(raw []byte, opts ...jsonv2.Options) (*Object, error) {
 		o := new(T)
-		if err := unmarshal(raw, o, opts...); err != nil {
+		if err := Unmarshal(raw, o, opts...); err != nil {
 			return nil, err
 		}
 		meta, tpl := parts(o)
-		return &decoded{obj: o, paths: []*field.Path{metaPath, templateMeta},
-			target: &mutators.Target{
+		return &Object{Obj: o, Paths: []*field.Path{metaPath, templateMeta},
+			Target: &mutators.Target{
 				Kind:      kind,
 				Object:    meta,
 				Templates: []*metav1.ObjectMeta{&tpl.ObjectMeta},
@@ -106,7 +127,7 @@ func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.Po
 	}
 }
 
-// unmarshal decodes a typed object the way the API server does:
+// Unmarshal decodes a typed object the way the API server does:
 // case-sensitive field names, unknown fields ignored, the types' own
 // UnmarshalJSON (quantities, times, int-or-strings) used. It uses the
 // encoding/json/v2 implementation: one pass with no separate validation
@@ -114,9 +135,9 @@ func workload[T any](kind string, parts func(*T) (*metav1.ObjectMeta, *corev1.Po
 // (docs/performance.md, "One-pass decoding"); TestDecodeAsTheAPIServer
 // holds the two equal. What it refuses that the API server never sends,
 // duplicate names and invalid UTF-8, only a hostile client writes.
-func unmarshal(raw []byte, into any, opts ...jsonv2.Options) error {
+func Unmarshal(raw []byte, into any, opts ...jsonv2.Options) error {
 	if len(raw) == 0 {
-		return errEmptyObject
+		return ErrEmptyObject
 	}
 	if err := jsonv2.Unmarshal(raw, into, opts...); err != nil {
 		return fmt.Errorf("decoding object: %w", steadyError{err})
@@ -140,11 +161,15 @@ func (e steadyError) Error() string {
 
 func (e steadyError) Unwrap() error { return e.err }
 
-// skipManagedFields decodes without metadata.managedFields, which the API
+// SteadyError is err, a decoding error, with a message that says "cannot"
+// every time (steadyError).
+func SteadyError(err error) error { return steadyError{err} }
+
+// SkipManagedFields decodes without metadata.managedFields, which the API
 // server sends, which can be as large as the rest of the object, and which
 // nothing the policies see is built from: the validating webhook's
 // decoding when a policy reads the raw object (judgedDecoding).
-var skipManagedFields = jsonv2.WithUnmarshalers(managedFieldsSkipped)
+var SkipManagedFields = jsonv2.WithUnmarshalers(managedFieldsSkipped)
 
 // managedFieldsSkipped checks metadata.managedFields as JSON and skips it:
 // the field stays empty.
