@@ -219,7 +219,7 @@ func sameDecodeSkipping(t *testing.T, gvk metav1.GroupVersionKind, raw []byte) {
 }
 
 // sameView: as the validating webhook decodes when no policy reads the raw
-// object (viewDecoders), the object gives the policies what the whole
+// object (decode.Views), the object gives the policies what the whole
 // object decoded as the API server does gives them: the same view, the
 // same settings, the same serving container, the same metadata for the
 // seal and the Pod UPDATE check; unless annotationsRead, with only the

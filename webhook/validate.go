@@ -281,7 +281,7 @@ func requestWorkload(req admission.Request, nsLabels map[string]string) *validat
 }
 
 // judgedDecoding is how the validating webhook decodes: what the policies'
-// view is built from (viewDecoders), every annotation kept when
+// view is built from (decode.Views), every annotation kept when
 // annotationsRead, else only the modelgate.io/ ones; the whole object, but
 // for metadata.managedFields, when objectsRead (a policy reads
 // input.object or input.oldObject).

@@ -21,7 +21,7 @@ import (
 
 // TestViewDecodingRandomObjects: objects with every field filled at random
 // (each pointer, slice and map set or not) give the policies the same view,
-// settings, serving container and metadata through viewDecoders as through
+// settings, serving container and metadata through decode.Views as through
 // the whole decoding: a field the view reads that decode/viewtypes.go forgot
 // shows here.
 func TestViewDecodingRandomObjects(t *testing.T) {

@@ -38,7 +38,7 @@ import (
 // the moment it expires on every replica, whether or not this reconciler
 // has run since.
 //
-// Every replica runs it, without leader election, as PolicyReconciler.
+// Every replica runs it, without leader election, as policysource.Reconciler.
 type Reconciler struct {
 	// Client reads exceptions from the manager's cache and writes their
 	// status.
