@@ -44,6 +44,7 @@ import (
 	"github.com/modelgate/modelgate/controller/policysource"
 	"github.com/modelgate/modelgate/internal/runnable"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/celform"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 )
 
@@ -263,7 +264,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	claims := &cachedClaims{reader: mgr.GetCache()}
 	registerWorkloads(srv, cfg, ns, engine, pm, claims)
 	srv.Register(ValidatePolicyPath, &admission.Webhook{
-		Handler:      PolicyValidator{},
+		Handler:      PolicyValidator{GPU: celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}},
 		RecoverPanic: ptr.To(true),
 	})
 	if err := mgr.Add(runnable.EveryReplica(func(ctx context.Context) error {

@@ -12,6 +12,7 @@ import (
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/celform"
 	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook/decode"
 )
@@ -23,22 +24,32 @@ const ValidatePolicyPath = "/validate-workloadpolicy"
 
 // PolicyValidator rejects a WorkloadPolicy that would not load: a module
 // that does not parse or compile (every problem with its line and column),
-// one without deny or warn rules, or bad parameters or match settings. A
-// broken policy never reaches the engine.
-type PolicyValidator struct{}
+// one without deny or warn rules, bad parameters or match settings, or a
+// CEL form (spec.cel) that does not compile as the API server would compile
+// the ValidatingAdmissionPolicy made of it. A broken policy never reaches
+// the engine or the API server.
+type PolicyValidator struct {
+	// GPU names the GPU resource and product label modelgate's CEL
+	// variables read (injection.gpu); they do not change what compiles.
+	GPU celform.Keys
+}
 
 var _ admission.Handler = PolicyValidator{}
 
 var workloadPolicyKind = schema.GroupKind{Group: policyv1.GroupVersion.Group, Kind: "WorkloadPolicy"}
 
 // Handle implements admission.Handler.
-func (PolicyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
+func (v PolicyValidator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	wp := &policyv1.WorkloadPolicy{}
 	if err := decode.Unmarshal(req.Object.Raw, wp); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	var errs field.ErrorList
 	if _, err := validators.CompileWorkloadPolicy(ctx, wp); err != nil {
-		return invalid(workloadPolicyKind, wp.Name, policyFieldErrors(err))
+		errs = policyFieldErrors(err)
+	}
+	if errs = append(errs, celform.Check(wp, v.GPU)...); len(errs) > 0 {
+		return invalid(workloadPolicyKind, wp.Name, errs)
 	}
 	return admission.Allowed("")
 }

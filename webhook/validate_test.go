@@ -268,6 +268,39 @@ func TestPolicyValidator(t *testing.T) {
 			wantFields: []string{"spec"},
 			wantDetail: "namespaceSelector",
 		},
+		"a CEL form that compiles": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.CEL = &policyv1.CELForm{Validations: []policyv1.CELValidation{{
+					Expression:        "variables.gpus <= variables.parameters.max",
+					MessageExpression: "'asks for ' + string(variables.gpus) + ' GPUs'",
+				}}}
+			},
+			wantAllowed: true,
+		},
+		"a CEL form that does not compile, with broken Rego: every problem at once": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.Rego = "package gpus\n\ndeny contains msg if {\n"
+				wp.Spec.CEL = &policyv1.CELForm{
+					Variables: []policyv1.CELVariable{{Name: "big", Expression: "variables.gpus >"}},
+					Validations: []policyv1.CELValidation{
+						{Expression: "variables.nope.size() < 2"},
+						{Expression: "true", MessageExpression: "1 +"},
+					},
+				}
+			},
+			wantFields: []string{"spec.rego", "spec.cel.variables[0].expression", "spec.cel.validations[0].expression", "spec.cel.validations[1].messageExpression"},
+			wantDetail: "undefined field 'nope'",
+		},
+		"a CEL variable named as one of modelgate's": {
+			edit: func(wp *policyv1.WorkloadPolicy) {
+				wp.Spec.CEL = &policyv1.CELForm{
+					Variables:   []policyv1.CELVariable{{Name: "gpus", Expression: "1"}},
+					Validations: []policyv1.CELValidation{{Expression: "true"}},
+				}
+			},
+			wantFields: []string{"spec.cel.variables[0].name"},
+			wantDetail: "is one of modelgate's variables",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

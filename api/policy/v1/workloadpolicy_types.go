@@ -108,6 +108,78 @@ type WorkloadPolicySpec struct {
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
 	Parameters *apiextensionsv1.JSON `json:"parameters,omitempty"`
+
+	// cel is the policy's CEL form: validations over the admitted object
+	// that modelgate turns into a ValidatingAdmissionPolicy and its binding,
+	// which the API server enforces itself, also while modelgate is down
+	// (docs/policies.md, "Writing the CEL form"). It reads the object,
+	// modelgate's variables (variables.gpus, variables.podSpec, ...) and
+	// spec.parameters as variables.parameters. A CEL form that does not
+	// compile refuses the policy, as Rego that does not compile does.
+	// +optional
+	CEL *CELForm `json:"cel,omitempty"`
+}
+
+// CELForm is a WorkloadPolicy's validations in CEL, the language of the
+// API server's ValidatingAdmissionPolicies.
+type CELForm struct {
+	// variables are named CEL expressions, evaluated in order after
+	// modelgate's own; a validation, a message expression or a later
+	// variable reads one as variables.<name>. Their names may not be one of
+	// modelgate's.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Variables []CELVariable `json:"variables,omitempty"`
+
+	// validations are CEL expressions that must each be true for the
+	// object to be admitted; each false one is a violation, handled as
+	// spec.enforcementAction says.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Validations []CELValidation `json:"validations"`
+}
+
+// CELVariable is a named CEL expression.
+type CELVariable struct {
+	// name is the variable's name: a CEL identifier.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z_][a-zA-Z0-9_]*$`
+	Name string `json:"name"`
+
+	// expression is the CEL expression whose value the variable holds.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=5000
+	Expression string `json:"expression"`
+}
+
+// CELValidation is one rule of a CEL form.
+type CELValidation struct {
+	// expression is a CEL expression that evaluates to true when the object
+	// follows the rule.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=5000
+	Expression string `json:"expression"`
+
+	// message is what a violation says, after "[policy-name] ". Defaults
+	// to the expression.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// messageExpression is a CEL expression evaluating to the message, for
+	// messages that name what they found; message is used when it fails or
+	// evaluates to an empty string.
+	// +optional
+	// +kubebuilder:validation:MaxLength=5000
+	MessageExpression string `json:"messageExpression,omitempty"`
 }
 
 // WorkloadMatch selects workloads. Every field that is set must match; an

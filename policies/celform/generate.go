@@ -1,0 +1,204 @@
+package celform
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+)
+
+// Labels of what Generate makes: who manages it, and the WorkloadPolicy it
+// stands for.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedBy      = "modelgate"
+	PolicyLabel    = "policy.modelgate.io/workloadpolicy"
+)
+
+// Scope is what the generated policies see besides a policy's own match:
+// the validating webhooks' scope, so that the API server judges the objects
+// modelgate would.
+type Scope struct {
+	// ExcludedNamespaces are never judged: the Configuration's
+	// injection.excludedNamespaces and modelgate's own namespace.
+	ExcludedNamespaces []string
+	// MatchConditions narrow the policies to the objects the webhooks
+	// judge (config/webhook/validating-selectors.yaml).
+	MatchConditions []admissionregistrationv1.MatchCondition
+}
+
+// resourceRule is the API server's name of each kind a WorkloadPolicy can
+// match. AIInferences are judged by the Deployment their controller makes:
+// CEL cannot build the Deployment an AIInference becomes, as modelgate does.
+var resourceRule = map[string]admissionregistrationv1.RuleWithOperations{
+	"Pod":                   rule("", "v1", "pods"),
+	"Deployment":            rule("apps", "v1", "deployments"),
+	"StatefulSet":           rule("apps", "v1", "statefulsets"),
+	"Job":                   rule("batch", "v1", "jobs"),
+	"CronJob":               rule("batch", "v1", "cronjobs"),
+	"ResourceClaim":         rule("resource.k8s.io", "v1", "resourceclaims"),
+	"ResourceClaimTemplate": rule("resource.k8s.io", "v1", "resourceclaimtemplates"),
+}
+
+// workloadKinds are the kinds an empty match.kinds selects.
+var workloadKinds = []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob"}
+
+func rule(group, version, resource string) admissionregistrationv1.RuleWithOperations {
+	return admissionregistrationv1.RuleWithOperations{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{
+			APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+		},
+	}
+}
+
+// Name is the name of the ValidatingAdmissionPolicy and binding generated
+// for the WorkloadPolicy named policy: modelgate-<policy>, shortened with a
+// digest when that would not fit an object name.
+func Name(policy string) string {
+	const maxName = 253
+	n := "modelgate-" + policy
+	if len(n) <= maxName {
+		return n
+	}
+	sum := sha256.Sum256([]byte(policy))
+	return n[:maxName-17] + "-" + hex.EncodeToString(sum[:8])
+}
+
+// Generate is the ValidatingAdmissionPolicy and binding that enforce wp's
+// CEL form: the same match (kinds, namespaces, selectors, exclusions) within
+// the webhooks' scope, the same action (deny, warn, and dryrun as audit
+// annotations) and failure policy, every message prefixed "[name] " as
+// modelgate's own. Both are owned by wp, so they go when it does. wp must
+// carry a CEL form.
+func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	form := wp.Spec.CEL
+	if form == nil {
+		return nil, nil, fmt.Errorf("WorkloadPolicy %s has no spec.cel", wp.Name)
+	}
+	params, err := wp.Parameters()
+	if err != nil {
+		return nil, nil, err
+	}
+	vars, err := Variables(k, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, v := range form.Variables {
+		vars = append(vars, admissionregistrationv1.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	prefix := quote("[" + wp.Name + "] ")
+	validations := make([]admissionregistrationv1.Validation, len(form.Validations))
+	for i, v := range form.Validations {
+		msg := v.Message
+		if msg == "" {
+			msg = "failed expression: " + v.Expression
+		}
+		validations[i] = admissionregistrationv1.Validation{Expression: v.Expression, Message: "[" + wp.Name + "] " + msg}
+		if v.MessageExpression != "" {
+			// An empty message falls back to message, as the API server's own.
+			validations[i].MessageExpression = `size(` + v.MessageExpression + `) == 0 ? '' : ` + prefix + ` + (` + v.MessageExpression + `)`
+		}
+	}
+	kinds := wp.Spec.Match.Kinds
+	if len(kinds) == 0 {
+		kinds = workloadKinds
+	}
+	var rules []admissionregistrationv1.NamedRuleWithOperations
+	for _, kind := range kinds {
+		if r, ok := resourceRule[kind]; ok {
+			rules = append(rules, admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: r})
+		}
+	}
+	failure := admissionregistrationv1.Fail
+	if wp.Spec.FailurePolicy == policyv1.FailurePolicyAllow {
+		failure = admissionregistrationv1.Ignore
+	}
+	meta := metav1.ObjectMeta{
+		Name:   Name(wp.Name),
+		Labels: map[string]string{ManagedByLabel: ManagedBy, PolicyLabel: wp.Name},
+	}
+	if wp.UID != "" {
+		meta.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: policyv1.GroupVersion.String(), Kind: "WorkloadPolicy", Name: wp.Name, UID: wp.UID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}}
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(failure),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{},
+				ObjectSelector:    &metav1.LabelSelector{},
+				ResourceRules:     rules,
+				MatchPolicy:       ptr.To(admissionregistrationv1.Equivalent),
+			},
+			MatchConditions: slices.Clone(s.MatchConditions),
+			Variables:       vars,
+			Validations:     validations,
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: vap.Name,
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: namespaceSelector(wp.Spec.Match, s.ExcludedNamespaces),
+				ObjectSelector:    &metav1.LabelSelector{},
+				MatchPolicy:       ptr.To(admissionregistrationv1.Equivalent),
+			},
+			ValidationActions: actions(wp.Spec.EnforcementAction),
+		},
+	}
+	return vap, binding, nil
+}
+
+// namespaceLabel is the label the API server sets on every namespace to
+// its name.
+const namespaceLabel = "kubernetes.io/metadata.name"
+
+// namespaceSelector is the policy's namespaces, excluded namespaces and
+// namespace selector, and the scope's exclusions, as one label selector:
+// its requirements are ANDed, as WorkloadMatch's fields are.
+func namespaceSelector(m policyv1.WorkloadMatch, excluded []string) *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{}
+	if m.NamespaceSelector != nil {
+		sel = m.NamespaceSelector.DeepCopy()
+	}
+	if len(m.Namespaces) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: namespaceLabel, Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(m.Namespaces),
+		})
+	}
+	out := slices.Concat(excluded, m.ExcludedNamespaces)
+	slices.Sort(out)
+	if out = slices.Compact(out); len(out) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: namespaceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: out,
+		})
+	}
+	return sel
+}
+
+// actions are the binding's validation actions for an enforcement action:
+// a dry run is only recorded, in the audit annotations.
+func actions(a policyv1.EnforcementAction) []admissionregistrationv1.ValidationAction {
+	switch a {
+	case policyv1.EnforcementActionWarn:
+		return []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}
+	case policyv1.EnforcementActionDryRun:
+		return []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+	default:
+		return []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
+	}
+}
