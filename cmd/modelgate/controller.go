@@ -3,19 +3,33 @@ package main
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	servingv1 "github.com/modelgate/modelgate/api/v1"
 	"github.com/modelgate/modelgate/controller/aiinference"
+	"github.com/modelgate/modelgate/controller/celpolicy"
+	"github.com/modelgate/modelgate/policies/celform"
 )
 
-// addController runs the AIInference controller in mgr unless the
-// Configuration turns it off.
+// addController runs the leader's controllers in mgr: the one that applies
+// the ValidatingAdmissionPolicies made of the WorkloadPolicies' CEL forms,
+// and the AIInference controller unless the Configuration turns it off.
 func addController(mgr manager.Manager, cfg *config.Configuration) error {
+	cel := &celpolicy.Reconciler{
+		Client:  mgr.GetClient(),
+		Keys:    celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel},
+		Scope:   celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace)),
+		Enforce: ptr.Deref(cfg.Policy.Backstop, false),
+	}
+	if err := cel.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if !cfg.ControllerEnabled() {
 		return nil
 	}

@@ -28,32 +28,41 @@ type Scope struct {
 	// ExcludedNamespaces are never judged: the Configuration's
 	// injection.excludedNamespaces and modelgate's own namespace.
 	ExcludedNamespaces []string
+	// IgnoredLabel, when set, leaves out the namespaces that carry it
+	// (modelgate.io/ignore).
+	IgnoredLabel string
 	// MatchConditions narrow the policies to the objects the webhooks
-	// judge (config/webhook/validating-selectors.yaml).
+	// judge (WebhookScope).
 	MatchConditions []admissionregistrationv1.MatchCondition
+	// InScope, when set, is a CEL expression over the object and
+	// namespaceObject (which match conditions cannot read): a validation
+	// holds wherever it is false.
+	InScope string
 }
 
 // resourceRule is the API server's name of each kind a WorkloadPolicy can
 // match. AIInferences are judged by the Deployment their controller makes:
 // CEL cannot build the Deployment an AIInference becomes, as modelgate does.
 var resourceRule = map[string]admissionregistrationv1.RuleWithOperations{
-	"Pod":                   rule("", "v1", "pods"),
-	"Deployment":            rule("apps", "v1", "deployments"),
-	"StatefulSet":           rule("apps", "v1", "statefulsets"),
-	"Job":                   rule("batch", "v1", "jobs"),
-	"CronJob":               rule("batch", "v1", "cronjobs"),
-	"ResourceClaim":         rule("resource.k8s.io", "v1", "resourceclaims"),
-	"ResourceClaimTemplate": rule("resource.k8s.io", "v1", "resourceclaimtemplates"),
+	"Pod":                   rule("", "pods"),
+	"Deployment":            rule("apps", "deployments"),
+	"StatefulSet":           rule("apps", "statefulsets"),
+	"Job":                   rule("batch", "jobs"),
+	"CronJob":               rule("batch", "cronjobs"),
+	"ResourceClaim":         rule("resource.k8s.io", "resourceclaims"),
+	"ResourceClaimTemplate": rule("resource.k8s.io", "resourceclaimtemplates"),
 }
 
 // workloadKinds are the kinds an empty match.kinds selects.
 var workloadKinds = []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob"}
 
-func rule(group, version, resource string) admissionregistrationv1.RuleWithOperations {
+// rule is the CREATE and UPDATE of a resource at v1, the version every
+// matched kind is served at (matchPolicy Equivalent brings the others).
+func rule(group, resource string) admissionregistrationv1.RuleWithOperations {
 	return admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{group}, APIVersions: []string{version}, Resources: []string{resource},
+			APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource},
 			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 		},
 	}
@@ -91,6 +100,11 @@ func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrat
 	if err != nil {
 		return nil, nil, err
 	}
+	inScope := "true"
+	if s.InScope != "" {
+		inScope = s.InScope
+	}
+	vars = append([]admissionregistrationv1.Variable{{Name: VarInScope, Expression: inScope}}, vars...)
 	for _, v := range form.Variables {
 		vars = append(vars, admissionregistrationv1.Variable{Name: v.Name, Expression: v.Expression})
 	}
@@ -101,7 +115,10 @@ func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrat
 		if msg == "" {
 			msg = "failed expression: " + v.Expression
 		}
-		validations[i] = admissionregistrationv1.Validation{Expression: v.Expression, Message: "[" + wp.Name + "] " + msg}
+		validations[i] = admissionregistrationv1.Validation{
+			Expression: "!variables." + VarInScope + " || (" + v.Expression + ")",
+			Message:    "[" + wp.Name + "] " + msg,
+		}
 		if v.MessageExpression != "" {
 			// An empty message falls back to message, as the API server's own.
 			validations[i].MessageExpression = `size(` + v.MessageExpression + `) == 0 ? '' : ` + prefix + ` + (` + v.MessageExpression + `)`
@@ -153,7 +170,7 @@ func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrat
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName: vap.Name,
 			MatchResources: &admissionregistrationv1.MatchResources{
-				NamespaceSelector: namespaceSelector(wp.Spec.Match, s.ExcludedNamespaces),
+				NamespaceSelector: namespaceSelector(wp.Spec.Match, s),
 				ObjectSelector:    &metav1.LabelSelector{},
 				MatchPolicy:       ptr.To(admissionregistrationv1.Equivalent),
 			},
@@ -170,7 +187,7 @@ const namespaceLabel = "kubernetes.io/metadata.name"
 // namespaceSelector is the policy's namespaces, excluded namespaces and
 // namespace selector, and the scope's exclusions, as one label selector:
 // its requirements are ANDed, as WorkloadMatch's fields are.
-func namespaceSelector(m policyv1.WorkloadMatch, excluded []string) *metav1.LabelSelector {
+func namespaceSelector(m policyv1.WorkloadMatch, s Scope) *metav1.LabelSelector {
 	sel := &metav1.LabelSelector{}
 	if m.NamespaceSelector != nil {
 		sel = m.NamespaceSelector.DeepCopy()
@@ -180,7 +197,10 @@ func namespaceSelector(m policyv1.WorkloadMatch, excluded []string) *metav1.Labe
 			Key: namespaceLabel, Operator: metav1.LabelSelectorOpIn, Values: slices.Clone(m.Namespaces),
 		})
 	}
-	out := slices.Concat(excluded, m.ExcludedNamespaces)
+	if s.IgnoredLabel != "" {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{Key: s.IgnoredLabel, Operator: metav1.LabelSelectorOpDoesNotExist})
+	}
+	out := slices.Concat(s.ExcludedNamespaces, m.ExcludedNamespaces)
 	slices.Sort(out)
 	if out = slices.Compact(out); len(out) > 0 {
 		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{

@@ -28,6 +28,7 @@ type Keys struct {
 // The names of modelgate's variables, in the order they are defined; a
 // CEL form's own variables may not take them.
 const (
+	VarInScope        = "inScope"
 	VarPodMeta        = "podMeta"
 	VarMetas          = "metas"
 	VarPodSpec        = "podSpec"
@@ -55,7 +56,8 @@ const (
 const migPrefix = "nvidia.com/mig-"
 
 // Variables are modelgate's variables for keys and a policy's parameters,
-// in order: each may read those before it.
+// in order: each may read those before it. (Generate puts inScope, whether
+// the webhooks' scope holds the object, before them.)
 //
 //   - podMeta, podSpec: the Pod's metadata and spec, or the pod template's
 //     of a Deployment, StatefulSet, Job or CronJob ({} for other kinds);
@@ -145,7 +147,7 @@ object.kind in ['Deployment', 'StatefulSet', 'Job'] ? object.?spec.?template.?sp
 
 // reservedNames are modelgate's variable names.
 var reservedNames = []string{
-	VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
+	VarInScope, VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
 	VarSidecarGPUs, VarInitPeaks, VarGPUs, VarProductTerms, VarGPUProducts, VarModel, VarModelScheme, VarModelHost, VarModelBucket, VarOwner, VarTeam, VarClaims, VarParameters,
 }
 

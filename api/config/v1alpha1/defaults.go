@@ -143,6 +143,9 @@ func Default(c *Configuration) {
 	if ex := &c.Policy.Exceptions; ex.ClockSkew == nil {
 		ex.ClockSkew = &metav1.Duration{Duration: DefaultExceptionClockSkew}
 	}
+	if c.Policy.Backstop == nil {
+		c.Policy.Backstop = ptr.To(false)
+	}
 	if dc := &c.Policy.DecisionCache; dc.MaxBytes == nil {
 		dc.MaxBytes = resource.NewQuantity(DefaultDecisionCacheBytes, resource.BinarySI)
 	}

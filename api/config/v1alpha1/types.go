@@ -346,6 +346,13 @@ type Policy struct {
 	// earlier decision, without evaluating (docs/performance.md, "The
 	// decision cache").
 	DecisionCache DecisionCache `json:"decisionCache,omitempty"`
+	// Backstop puts the ValidatingAdmissionPolicies made of the
+	// WorkloadPolicies' CEL forms in force: their bindings are applied, so
+	// the API server enforces those forms itself, also while modelgate is
+	// down (docs/policies.md, "Writing the CEL form"). Without it the
+	// policies are applied unbound, for the API server to type-check.
+	// Defaults to false.
+	Backstop *bool `json:"backstop,omitempty"`
 }
 
 // DecisionCache sizes the validating webhook's cache of policy decisions.

@@ -199,7 +199,8 @@ var (
 // checkControllerRBAC checks the permissions the AIInference controller
 // adds (docs/api/aiinference.md, "Permissions"): no delete on anything
 // but the GPU claim templates modelgate makes (docs/injection.md, "GPUs
-// through DRA"), whose claims it only reads;
+// through DRA"), whose claims it only reads, and the
+// ValidatingAdmissionPolicies and bindings made of CEL forms;
 // Pods, ReplicaSets and AIInferences read, never written; Deployments and
 // Services created and updated; aiinferences/finalizers update alone (an
 // owner reference that blocks deletion needs it); events create and patch;
@@ -221,6 +222,13 @@ func checkControllerRBAC(t *testing.T, objs []client.Object) {
 					// the Pods that name them, deleted once unused.
 					if !subset(r.Verbs, "get", "list", "watch", "create", "delete") {
 						t.Errorf("ClusterRole %s grants %v on resourceclaimtemplates: more than get, list, watch, create and delete", cr.Name, r.Verbs)
+					}
+				case res == "validatingadmissionpolicies" || res == "validatingadmissionpolicybindings":
+					// The policies made of the WorkloadPolicies' CEL forms
+					// (controller/celpolicy): applied, and deleted when a
+					// form goes.
+					if !subset(r.Verbs, "get", "list", "watch", "create", "patch", "delete") {
+						t.Errorf("ClusterRole %s grants %v on %s: more than get, list, watch, create, patch and delete", cr.Name, r.Verbs, res)
 					}
 				case res == "resourceclaims" && slices.ContainsFunc(r.Verbs, isWrite):
 					t.Errorf("ClusterRole %s grants %v on resourceclaims: read alone", cr.Name, r.Verbs)
