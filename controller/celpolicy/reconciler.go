@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -183,8 +184,15 @@ func (r *Reconciler) setCondition(ctx context.Context, wp *policyv1.WorkloadPoli
 
 // SetupWithManager registers the controller: it watches WorkloadPolicies
 // and the generated objects they own (the API server's type checking
-// writes the policies' status).
+// writes the policies' status). Where the cluster serves no
+// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before
+// Kubernetes 1.30) it logs that and adds nothing.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
+	gk := schema.GroupKind{Group: admissionregistrationv1.GroupName, Kind: "ValidatingAdmissionPolicy"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, admissionregistrationv1.SchemeGroupVersion.Version); err != nil {
+		mgr.GetLogger().Info("the cluster serves no ValidatingAdmissionPolicy v1: CEL forms are not applied", "error", err.Error())
+		return nil
+	}
 	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &policyv1.WorkloadPolicy{}, handler.OnlyControllerOwner())
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("workloadpolicy-cel").
