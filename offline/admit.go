@@ -5,18 +5,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	apiadmission "k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/celform"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/webhook"
 )
@@ -81,6 +88,42 @@ type Outcome struct {
 	// says why not.
 	Checked bool
 	Skipped string
+	// CEL is what the API server decides with the policies' CEL forms
+	// (their generated ValidatingAdmissionPolicies in force), on the object
+	// as mutated; nil when no policy has one, or the mutating webhook
+	// denied the object.
+	CEL *CELOutcome
+}
+
+// CELOutcome is the decision of the policies' CEL forms on one object.
+type CELOutcome struct {
+	// Policies are the names of the policies with a CEL form.
+	Policies []string
+	// Denials and Warnings are their "[policy] message" lines.
+	Denials, Warnings []string
+}
+
+// Disagreements are the policies whose Rego and CEL forms decide the
+// object differently, one line each: one denies, the other does not.
+func (o *Outcome) Disagreements() []string {
+	if o.CEL == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range o.CEL.Policies {
+		prefix := "[" + name + "] "
+		has := func(lines []string) bool {
+			return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+		}
+		rego, cel := o.Decision == Denied && has(o.Denials), has(o.CEL.Denials)
+		switch {
+		case rego && !cel:
+			out = append(out, fmt.Sprintf("policy %s: Rego denies, its CEL form allows", name))
+		case cel && !rego:
+			out = append(out, fmt.Sprintf("policy %s: its CEL form denies, Rego allows", name))
+		}
+	}
+	return out
 }
 
 // Request is one object to admit as a CREATE.
@@ -106,7 +149,12 @@ type Admitter struct {
 	validating  *webhook.Validating
 	namespaces  webhook.NamespaceLabeler
 	gpuResource string
+	cel         []*celform.Policy
 }
+
+// SetCEL makes the admitter judge each object with the policies' CEL forms
+// too, as the API server would (LoadCELForms).
+func (a *Admitter) SetCEL(ps []*celform.Policy) { a.cel = ps }
 
 // NewAdmitter builds the webhook's handlers from the configuration, the
 // engine holding the policies and the namespace labels. Metrics are not
@@ -196,6 +244,9 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, fmt.Errorf("namespace %q: %w", r.Namespace, err)
 	}
+	if out.CEL, err = a.judgeCEL(ctx, req, sent, nsLabels); err != nil {
+		return Outcome{}, err
+	}
 	if ok, why, err := SentToPolicies(sent, nsLabels, a.gpuResource); err != nil {
 		return Outcome{}, err
 	} else if !ok {
@@ -203,6 +254,46 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 		return decided(out), nil
 	}
 	return check(ctx, a.validating, req, sent, out, "validating")
+}
+
+// judgeCEL judges the object as mutated (sent) with the policies' CEL
+// forms, as the API server would; nil without any.
+func (a *Admitter) judgeCEL(ctx context.Context, req admission.Request, sent []byte, nsLabels map[string]string) (*CELOutcome, error) {
+	if len(a.cel) == 0 {
+		return nil, nil
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(sent); err != nil {
+		return nil, fmt.Errorf("the object for the CEL forms: %w", err)
+	}
+	var old *unstructured.Unstructured
+	if req.Operation == admissionv1.Update {
+		old = &unstructured.Unstructured{}
+		if err := old.UnmarshalJSON(req.OldObject.Raw); err != nil {
+			return nil, fmt.Errorf("the old object for the CEL forms: %w", err)
+		}
+	}
+	labels := maps.Clone(nsLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[corev1.LabelMetadataName] = req.Namespace
+	cr := celform.Request{
+		Object: obj, OldObject: old, Operation: apiadmission.Operation(req.Operation),
+		Namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: req.Namespace, Labels: labels}},
+		UserInfo:  &user.DefaultInfo{Name: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups},
+	}
+	out := &CELOutcome{}
+	for _, p := range a.cel {
+		out.Policies = append(out.Policies, p.PolicyName())
+		d, err := p.Judge(ctx, cr)
+		if err != nil {
+			return nil, fmt.Errorf("the CEL form of %s: %w", p.PolicyName(), err)
+		}
+		out.Denials = append(out.Denials, d.Deny...)
+		out.Warnings = append(out.Warnings, d.Warn...)
+	}
+	return out, nil
 }
 
 // createRequest is the request the API server sends the webhooks when r's

@@ -12,8 +12,10 @@ import (
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/celform"
 	"github.com/modelgate/modelgate/validators"
 )
 
@@ -51,30 +53,14 @@ func (e *PositionError) Unwrap() error { return e.Err }
 // error joins one error per failure, with file:line:col where there is a
 // position (a Rego problem in a WorkloadPolicy is placed in its YAML file).
 func LoadPolicies(ctx context.Context, path string) ([]*policies.Compiled, error) {
-	fi, err := os.Stat(path)
+	files, regoDir, err := policyFiles(path)
 	if err != nil {
-		return nil, fmt.Errorf("policies: %w", err)
+		return nil, err
 	}
-	var files []string
-	if fi.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("policies: %w", err)
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if strings.HasSuffix(name, ".rego") && !strings.HasSuffix(name, "_test.rego") {
-				cs, errs := policies.LoadDir(ctx, path)
-				return cs, errors.Join(errs...)
-			}
-			if !e.IsDir() && !strings.HasPrefix(name, ".") && isYAML(name) && !isKustomization(name) {
-				files = append(files, filepath.Join(path, name))
-			}
-		}
-	} else {
-		files = []string{path}
+	if regoDir {
+		cs, errs := policies.LoadDir(ctx, path)
+		return cs, errors.Join(errs...)
 	}
-
 	var (
 		out   []*policies.Compiled
 		errs  []error
@@ -98,6 +84,32 @@ func LoadPolicies(ctx context.Context, path string) ([]*policies.Compiled, error
 	return out, errors.Join(errs...)
 }
 
+// policyFiles are the YAML files of WorkloadPolicies at path (LoadPolicies),
+// or regoDir when path is a policy directory of .rego files.
+func policyFiles(path string) (files []string, regoDir bool, err error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("policies: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, false, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, false, fmt.Errorf("policies: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".rego") && !strings.HasSuffix(name, "_test.rego") {
+			return nil, true, nil
+		}
+		if !e.IsDir() && !strings.HasPrefix(name, ".") && isYAML(name) && !isKustomization(name) {
+			files = append(files, filepath.Join(path, name))
+		}
+	}
+	return files, false, nil
+}
+
 func isYAML(name string) bool {
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }
@@ -110,9 +122,11 @@ func isKustomization(name string) bool {
 	return false
 }
 
-// located is a compiled policy and where it was defined.
+// located is a compiled policy, its WorkloadPolicy, and where it was
+// defined.
 type located struct {
 	c     *policies.Compiled
+	wp    *policyv1.WorkloadPolicy
 	where string
 }
 
@@ -141,42 +155,84 @@ func loadPolicyFile(ctx context.Context, file string) ([]located, []error) {
 				ti.APIVersion, policyv1.GroupVersion)})
 			continue
 		}
-		c, err := compileDocument(ctx, d)
+		c, wp, err := compileDocument(ctx, d)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		out = append(out, located{c: c, where: d.Where()})
+		out = append(out, located{c: c, wp: wp, where: d.Where()})
 	}
 	return out, errs
 }
 
-// compileDocument decodes one WorkloadPolicy strictly and compiles it.
-func compileDocument(ctx context.Context, d *Document) (*policies.Compiled, error) {
+// compileDocument decodes one WorkloadPolicy strictly and compiles it: its
+// Rego, and its CEL form as the validating webhook checks it at apply.
+func compileDocument(ctx context.Context, d *Document) (*policies.Compiled, *policyv1.WorkloadPolicy, error) {
 	wp := &policyv1.WorkloadPolicy{}
 	strict, err := kjson.UnmarshalStrict(d.JSON, wp)
 	if err == nil && len(strict) > 0 {
 		err = errors.Join(strict...)
 	}
 	if err != nil {
-		return nil, &DocumentError{Doc: d, Err: fmt.Errorf("decoding WorkloadPolicy: %w", err)}
+		return nil, nil, &DocumentError{Doc: d, Err: fmt.Errorf("decoding WorkloadPolicy: %w", err)}
 	}
 	if wp.Name == "" {
-		return nil, &DocumentError{Doc: d, Err: errors.New("WorkloadPolicy has no metadata.name")}
+		return nil, nil, &DocumentError{Doc: d, Err: errors.New("WorkloadPolicy has no metadata.name")}
 	}
 	c, err := validators.CompileWorkloadPolicy(ctx, wp)
 	if err == nil {
-		return c, nil
+		if errs := celform.Check(wp, celform.Keys{}); len(errs) > 0 {
+			line, col := d.Line, 1
+			if cel := findKey(d, "spec", "cel"); cel != nil {
+				line, col = cel.Line, cel.Column
+			}
+			return nil, nil, &PositionError{File: d.File, Line: line, Col: col, Err: fmt.Errorf("WorkloadPolicy %q: %w", wp.Name, errs.ToAggregate())}
+		}
+		return c, wp, nil
 	}
 	rego := findNode(d, "spec", "rego")
 	if ce, ok := errors.AsType[*policies.CompileError](err); ok {
-		return nil, placeProblems(ce, d, rego)
+		return nil, nil, placeProblems(ce, d, rego)
 	}
 	line, col := d.Line, 1
 	if spec := findKey(d, "spec"); spec != nil {
 		line, col = spec.Line, spec.Column
 	}
-	return nil, &PositionError{File: d.File, Line: line, Col: col, Err: fmt.Errorf("WorkloadPolicy %q: %w", wp.Name, err)}
+	return nil, nil, &PositionError{File: d.File, Line: line, Col: col, Err: fmt.Errorf("WorkloadPolicy %q: %w", wp.Name, err)}
+}
+
+// LoadCELForms compiles the CEL forms of the WorkloadPolicies at path (as
+// LoadPolicies reads it; a policy directory of .rego files has none) into
+// the ValidatingAdmissionPolicies modelgate would apply, for the API
+// server's matcher and validator to judge offline. cfg gives the GPU keys
+// and the webhooks' excluded namespaces. Policies that do not load are
+// LoadPolicies' to report: they are left out here.
+func LoadCELForms(ctx context.Context, path string, cfg *config.Configuration) ([]*celform.Policy, error) {
+	files, regoDir, err := policyFiles(path)
+	if err != nil || regoDir {
+		return nil, err
+	}
+	keys := celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}
+	scope := celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace))
+	var out []*celform.Policy
+	for _, f := range files {
+		loaded, _ := loadPolicyFile(ctx, f)
+		for _, l := range loaded {
+			if l.wp.Spec.CEL == nil {
+				continue
+			}
+			vap, binding, err := celform.Generate(l.wp, keys, scope)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.where, err)
+			}
+			p, err := celform.Compile(vap, binding)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", l.where, err)
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // placeProblems moves the positions of a WorkloadPolicy's Rego problems,

@@ -13,6 +13,7 @@ import (
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
+	"github.com/modelgate/modelgate/policies/celform"
 )
 
 // DefaultNamespace is where objects that name no namespace are created.
@@ -59,7 +60,8 @@ type CaseResult struct {
 	Err error
 	// Outcome is the webhooks' answer.
 	Outcome Outcome
-	// Passed reports whether the outcome met the expectation.
+	// Passed reports whether the outcome met the expectation, and every
+	// policy's CEL form decided as its Rego did (Outcome.Disagreements).
 	Passed bool
 }
 
@@ -73,6 +75,7 @@ type Runner struct {
 type setup struct {
 	cfg        *config.Configuration
 	engine     *policies.Engine
+	cel        []*celform.Policy
 	exceptions []*policies.Exception
 	err        error
 }
@@ -90,7 +93,9 @@ func (r *Runner) Run(ctx context.Context, f *CaseFile) ([]CaseResult, error) {
 		c := &f.Cases[i]
 		res := CaseResult{Case: c}
 		res.Outcome, res.Err = r.runCase(ctx, s, dir, f.Target, c)
-		res.Passed = res.Err == nil && c.Expect.Met(&res.Outcome)
+		// A policy's Rego and CEL form must agree: the API server enforces
+		// the one, modelgate the other.
+		res.Passed = res.Err == nil && c.Expect.Met(&res.Outcome) && len(res.Outcome.Disagreements()) == 0
 		out = append(out, res)
 	}
 	return out, nil
@@ -108,6 +113,9 @@ func (r *Runner) setup(ctx context.Context, policyPath, configPath, exceptionPat
 	var cs []*policies.Compiled
 	if s.err == nil && policyPath != "" {
 		cs, s.err = LoadPolicies(ctx, policyPath)
+	}
+	if s.err == nil && policyPath != "" {
+		s.cel, s.err = LoadCELForms(ctx, policyPath, s.cfg)
 	}
 	if s.err == nil {
 		s.engine = NewEngine(s.cfg, cs)
@@ -165,6 +173,7 @@ func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Tar
 	if err != nil {
 		return Outcome{}, err
 	}
+	a.SetCEL(s.cel)
 	return a.Admit(ctx, Request{Object: obj, OldObject: old, Namespace: ns, User: UserInfo(t.User, t.Groups)})
 }
 

@@ -139,6 +139,13 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	admitter.SetClaims(claims)
+	if f.policies != "" {
+		cel, err := offline.LoadCELForms(ctx, f.policies, cfg)
+		if err != nil {
+			return fail(fmt.Errorf("the policies' CEL forms do not compile:\n%w", err))
+		}
+		admitter.SetCEL(cel)
+	}
 	r := &renderer{
 		admitter:  admitter,
 		namespace: f.namespace,
@@ -164,7 +171,7 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if _, err := stdout.Write(bytes.Join(out, []byte("---\n"))); err != nil {
 		return fail(err)
 	}
-	if r.denied {
+	if r.denied || r.disagreed {
 		return 1
 	}
 	return 0
@@ -198,6 +205,9 @@ type renderer struct {
 	user      authenticationv1.UserInfo
 	decisions io.Writer
 	denied    bool
+	// disagreed says a policy's CEL form decided an object otherwise than
+	// its Rego: the API server would enforce the one, modelgate the other.
+	disagreed bool
 	errs      []error
 	// keyed says --record-key was given; without it, a sealed record in
 	// the input was sealed by another key than this run's, which render
@@ -280,6 +290,10 @@ func (r *renderer) admit(ctx context.Context, obj []byte, ti offline.TypeInfo) (
 		r.denied = true
 	}
 	writeDecision(r.decisions, ti.Kind+" "+name, &out)
+	for _, d := range out.Disagreements() {
+		r.disagreed = true
+		fmt.Fprintf(r.decisions, "  error: %s\n", d)
+	}
 	if !r.keyed && offline.Handles(ti.APIVersion, ti.Kind) && carriesSeal(obj) {
 		fmt.Fprintf(r.decisions, "  warning: its injection record (%s) was sealed by another key than this run's (an earlier render, "+
 			"or a cluster's modelgate): it is not taken as modelgate's, and what it records is not reverted or kept as injected; "+
@@ -308,6 +322,21 @@ func writeDecision(w io.Writer, what string, o *offline.Outcome) {
 			l = "warning: " + l
 		}
 		fmt.Fprintln(w, "  "+l)
+	}
+	if o.CEL == nil {
+		return
+	}
+	// The CEL forms' own decision, as the API server would enforce them.
+	cel := offline.Allowed
+	switch {
+	case len(o.CEL.Denials) > 0:
+		cel = offline.Denied
+	case len(o.CEL.Warnings) > 0:
+		cel = offline.Warned
+	}
+	fmt.Fprintf(w, "  cel: %s\n", cel)
+	for _, l := range slices.Concat(o.CEL.Denials, o.CEL.Warnings) {
+		fmt.Fprintln(w, "    "+l)
 	}
 }
 

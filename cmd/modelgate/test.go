@@ -218,6 +218,10 @@ func got(o *offline.Outcome) string {
 			s += "\n  warning: " + w
 		}
 	}
+	if d := o.Disagreements(); len(d) > 0 {
+		s += "\nthe CEL forms decide otherwise (the API server enforces them): " + strings.Join(d, "; ")
+		s += "\n  CEL" + messageLines(o.CEL.Denials)
+	}
 	return s
 }
 

@@ -38,6 +38,9 @@ func Compile(vap *admissionregistrationv1.ValidatingAdmissionPolicy, binding *ad
 	return &Policy{vap: vap, binding: binding, validator: v}, nil
 }
 
+// PolicyName is the name of the WorkloadPolicy the policy was made of.
+func (p *Policy) PolicyName() string { return p.vap.Labels[PolicyLabel] }
+
 // Request is an admission request as a policy sees it.
 type Request struct {
 	// Object is the object admitted; OldObject the object it replaces on
