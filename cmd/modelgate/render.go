@@ -323,16 +323,13 @@ func writeDecision(w io.Writer, what string, o *offline.Outcome) {
 		}
 		fmt.Fprintln(w, "  "+l)
 	}
-	if o.CEL == nil {
+	if o.CEL == nil || len(o.CEL.Denials)+len(o.CEL.Warnings) == 0 {
 		return
 	}
-	// The CEL forms' own decision, as the API server would enforce them.
-	cel := offline.Allowed
-	switch {
-	case len(o.CEL.Denials) > 0:
+	// What the CEL forms say, as the API server would enforce them.
+	cel := offline.Warned
+	if len(o.CEL.Denials) > 0 {
 		cel = offline.Denied
-	case len(o.CEL.Warnings) > 0:
-		cel = offline.Warned
 	}
 	fmt.Fprintf(w, "  cel: %s\n", cel)
 	for _, l := range slices.Concat(o.CEL.Denials, o.CEL.Warnings) {

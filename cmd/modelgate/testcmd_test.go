@@ -26,9 +26,9 @@ func TestTest(t *testing.T) {
 		// A Rego test that holds in OPA on an input the cluster would
 		// judge otherwise.
 		"cluster": {args: []string{"testdata/test/cluster"}, summary: "2 passed, 1 failed", code: 1},
-		// A case file with a misspelt field.
 		// A policy whose CEL form decides otherwise than its Rego.
 		"cel": {args: []string{"testdata/test/cel"}, summary: "1 passed, 1 failed", code: 1},
+		// A case file with a misspelt field.
 		"broken": {args: []string{"testdata/test/broken"}, summary: "0 passed, 0 failed, 1 errored", code: 2},
 		// One case file given by name, alongside a path that is neither.
 		"files": {args: []string{"testdata/test/mixed/mixed.cases.yaml", "testdata/test/mixed/pod.yaml"},

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies/library"
 )
 
@@ -215,6 +216,9 @@ type workloadPolicy struct {
 		} `json:"match"`
 		Parameters    map[string]any `json:"parameters"`
 		FailurePolicy string         `json:"failurePolicy"`
+		// CEL is the policy's CEL form, where it has one: modelgate test
+		// policies/library holds it to the Rego on every case.
+		CEL *policyv1.CELForm `json:"cel,omitempty"`
 	} `json:"spec"`
 }
 
