@@ -44,7 +44,7 @@ type Scope struct {
 // match. AIInferences are judged by the Deployment their controller makes:
 // CEL cannot build the Deployment an AIInference becomes, as modelgate does.
 var resourceRule = map[string]admissionregistrationv1.RuleWithOperations{
-	"Pod":                   rule("", "pods"),
+	"Pod":                   rule("", "pods", "pods/ephemeralcontainers"),
 	"Deployment":            rule("apps", "deployments"),
 	"StatefulSet":           rule("apps", "statefulsets"),
 	"Job":                   rule("batch", "jobs"),
@@ -56,13 +56,15 @@ var resourceRule = map[string]admissionregistrationv1.RuleWithOperations{
 // workloadKinds are the kinds an empty match.kinds selects.
 var workloadKinds = []string{"Pod", "Deployment", "StatefulSet", "Job", "CronJob"}
 
-// rule is the CREATE and UPDATE of a resource at v1, the version every
-// matched kind is served at (matchPolicy Equivalent brings the others).
-func rule(group, resource string) admissionregistrationv1.RuleWithOperations {
+// rule is the CREATE and UPDATE of a resource (and its subresources
+// listed after it: a debug container is added to a Pod through
+// pods/ephemeralcontainers) at v1, the version every matched kind is
+// served at (matchPolicy Equivalent brings the others).
+func rule(group string, resources ...string) admissionregistrationv1.RuleWithOperations {
 	return admissionregistrationv1.RuleWithOperations{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{
-			APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource},
+			APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: resources,
 			Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 		},
 	}
