@@ -29,6 +29,7 @@ type Keys struct {
 // CEL form's own variables may not take them.
 const (
 	VarInScope        = "inScope"
+	VarGPUResource    = "gpuResource"
 	VarPodMeta        = "podMeta"
 	VarMetas          = "metas"
 	VarPodSpec        = "podSpec"
@@ -59,6 +60,7 @@ const migPrefix = "nvidia.com/mig-"
 // in order: each may read those before it. (Generate puts inScope, whether
 // the webhooks' scope holds the object, before them.)
 //
+//   - gpuResource: the GPU resource (injection.gpu.resourceName).
 //   - podMeta, podSpec: the Pod's metadata and spec, or the pod template's
 //     of a Deployment, StatefulSet, Job or CronJob ({} for other kinds);
 //     metas: every metadata of the object, innermost (the pod's) first.
@@ -100,6 +102,7 @@ func Variables(k Keys, parameters map[string]any) ([]admissionregistrationv1.Var
 	}
 	label := quote(k.ProductLabel)
 	vars := []admissionregistrationv1.Variable{
+		{Name: VarGPUResource, Expression: res},
 		{Name: VarPodMeta, Expression: `object.kind == 'Pod' ? object.?metadata.orValue({}) :
 object.kind == 'CronJob' ? object.?spec.?jobTemplate.?spec.?template.?metadata.orValue({}) :
 object.kind in ['Deployment', 'StatefulSet', 'Job'] ? object.?spec.?template.?metadata.orValue({}) : {}`},
@@ -147,7 +150,7 @@ object.kind in ['Deployment', 'StatefulSet', 'Job'] ? object.?spec.?template.?sp
 
 // reservedNames are modelgate's variable names.
 var reservedNames = []string{
-	VarInScope, VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
+	VarInScope, VarGPUResource, VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
 	VarSidecarGPUs, VarInitPeaks, VarGPUs, VarProductTerms, VarGPUProducts, VarModel, VarModelScheme, VarModelHost, VarModelBucket, VarOwner, VarTeam, VarClaims, VarParameters,
 }
 
