@@ -97,14 +97,18 @@ type Outcome struct {
 
 // CELOutcome is the decision of the policies' CEL forms on one object.
 type CELOutcome struct {
-	// Policies are the names of the policies with a CEL form.
+	// Policies are the names of the policies with a CEL form; Warning
+	// those of them whose violations are warnings (enforcementAction warn).
 	Policies []string
+	Warning  []string
 	// Denials and Warnings are their "[policy] message" lines.
 	Denials, Warnings []string
 }
 
 // Disagreements are the policies whose Rego and CEL forms decide the
-// object differently, one line each: one denies, the other does not.
+// object differently, one line each: one denies (or, for a policy whose
+// enforcementAction is warn, warns) and the other does not. A dry-run
+// policy shows nothing in either, and is not compared.
 func (o *Outcome) Disagreements() []string {
 	if o.CEL == nil {
 		return nil
@@ -115,12 +119,17 @@ func (o *Outcome) Disagreements() []string {
 		has := func(lines []string) bool {
 			return slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
 		}
+		verb := "denies"
 		rego, cel := o.Decision == Denied && has(o.Denials), has(o.CEL.Denials)
+		if slices.Contains(o.CEL.Warning, name) {
+			verb = "warns"
+			rego, cel = has(o.Warnings), has(o.CEL.Warnings)
+		}
 		switch {
 		case rego && !cel:
-			out = append(out, fmt.Sprintf("policy %s: Rego denies, its CEL form allows", name))
+			out = append(out, fmt.Sprintf("policy %s: Rego %s, its CEL form does not", name, verb))
 		case cel && !rego:
-			out = append(out, fmt.Sprintf("policy %s: its CEL form denies, Rego allows", name))
+			out = append(out, fmt.Sprintf("policy %s: its CEL form %s, Rego does not", name, verb))
 		}
 	}
 	return out
@@ -286,6 +295,9 @@ func (a *Admitter) judgeCEL(ctx context.Context, req admission.Request, sent []b
 	out := &CELOutcome{}
 	for _, p := range a.cel {
 		out.Policies = append(out.Policies, p.PolicyName())
+		if p.Warns() {
+			out.Warning = append(out.Warning, p.PolicyName())
+		}
 		d, err := p.Judge(ctx, cr)
 		if err != nil {
 			return nil, fmt.Errorf("the CEL form of %s: %w", p.PolicyName(), err)

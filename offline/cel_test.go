@@ -12,9 +12,9 @@ import (
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
-// celPolicies are two WorkloadPolicies with CEL forms: max-gpus, whose
-// CEL agrees with its Rego, and gpu-free, whose CEL denies what its Rego
-// allows.
+// celPolicies are WorkloadPolicies with CEL forms: max-gpus, whose CEL
+// agrees with its Rego; gpu-free, whose CEL denies what its Rego allows;
+// few-gpus, a warning one whose CEL warns where its Rego does not.
 const celPolicies = `apiVersion: policy.modelgate.io/v1
 kind: WorkloadPolicy
 metadata:
@@ -46,6 +46,21 @@ spec:
     validations:
     - expression: variables.gpus == 0
       message: uses GPUs
+---
+apiVersion: policy.modelgate.io/v1
+kind: WorkloadPolicy
+metadata:
+  name: few-gpus
+spec:
+  enforcementAction: warn
+  rego: |
+    package fewgpus
+
+    deny contains "never" if false
+  cel:
+    validations:
+    - expression: variables.gpus < 2
+      message: uses 2 GPUs or more
 `
 
 func gpuPod(gpus string) []byte {
@@ -86,12 +101,12 @@ func TestCELFormsOffline(t *testing.T) {
 		"over the limit: both forms of max-gpus deny": {
 			obj: gpuPod("2"), wantDecision: Denied,
 			wantCEL:      []string{"[max-gpus] asks for 2 GPUs, more than 1", "[gpu-free] uses GPUs"},
-			wantDisagree: []string{"policy gpu-free: its CEL form denies, Rego allows"},
+			wantDisagree: []string{"policy gpu-free: its CEL form denies, Rego does not", "policy few-gpus: its CEL form warns, Rego does not"},
 		},
 		"within the limit": {
 			obj: gpuPod("1"), wantDecision: Allowed,
 			wantCEL:      []string{"[gpu-free] uses GPUs"},
-			wantDisagree: []string{"policy gpu-free: its CEL form denies, Rego allows"},
+			wantDisagree: []string{"policy gpu-free: its CEL form denies, Rego does not"},
 		},
 		"no GPUs, not opted in: out of both engines' scope": {
 			obj: gpuPod("0"), wantDecision: Allowed,

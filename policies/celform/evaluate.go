@@ -3,6 +3,7 @@ package celform
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,13 @@ func Compile(vap *admissionregistrationv1.ValidatingAdmissionPolicy, binding *ad
 
 // PolicyName is the name of the WorkloadPolicy the policy was made of.
 func (p *Policy) PolicyName() string { return p.vap.Labels[PolicyLabel] }
+
+// Warns reports whether the policy's violations come back as warnings
+// (enforcementAction warn) rather than deny (or, dry run, are only
+// recorded).
+func (p *Policy) Warns() bool {
+	return slices.Contains(p.binding.Spec.ValidationActions, admissionregistrationv1.Warn)
+}
 
 // Request is an admission request as a policy sees it.
 type Request struct {
