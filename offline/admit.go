@@ -109,11 +109,24 @@ type CELOutcome struct {
 // object differently, one line each: one denies (or, for a policy whose
 // enforcementAction is warn, warns) and the other does not. A dry-run
 // policy shows nothing in either, and is not compared.
-func (o *Outcome) Disagreements() []string {
-	if o.CEL == nil {
-		return nil
-	}
+//
+// failsClosed names the policies whose CEL form is expected to deny the
+// object where Rego allows it, because CEL cannot see what Rego does (a
+// resource claim's template, a sealed record): for them that is the
+// agreement, and anything else a disagreement.
+func (o *Outcome) Disagreements(failsClosed ...string) []string {
 	var out []string
+	if o.CEL == nil {
+		for _, name := range failsClosed {
+			out = append(out, fmt.Sprintf("policy %s: expected to fail closed in CEL, but no CEL form judged the object", name))
+		}
+		return out
+	}
+	for _, name := range failsClosed {
+		if !slices.Contains(o.CEL.Policies, name) {
+			out = append(out, fmt.Sprintf("policy %s: expected to fail closed in CEL, but it has no CEL form", name))
+		}
+	}
 	for _, name := range o.CEL.Policies {
 		prefix := "[" + name + "] "
 		has := func(lines []string) bool {
@@ -124,6 +137,15 @@ func (o *Outcome) Disagreements() []string {
 		if slices.Contains(o.CEL.Warning, name) {
 			verb = "warns"
 			rego, cel = has(o.Warnings), has(o.CEL.Warnings)
+		}
+		if slices.Contains(failsClosed, name) {
+			switch {
+			case rego:
+				out = append(out, fmt.Sprintf("policy %s: expected to fail closed in CEL, but Rego %s too", name, verb))
+			case !cel:
+				out = append(out, fmt.Sprintf("policy %s: expected to fail closed in CEL, but its CEL form allows the object", name))
+			}
+			continue
 		}
 		switch {
 		case rego && !cel:

@@ -93,6 +93,12 @@ type Expect struct {
 	// Warnings, when set (even empty), are the exact warnings expected
 	// with a denial, in any order; only with decision denied.
 	Warnings []string `json:"warnings,omitempty"`
+	// CELFailsClosed names the policies whose CEL form denies the object
+	// though their Rego allows it, because CEL cannot see what Rego does
+	// (a resource claim's template, a sealed record): the backstop fails
+	// closed there. The case fails where one of them does not, and where
+	// a policy not named decides otherwise in CEL than in Rego.
+	CELFailsClosed []string `json:"celFailsClosed,omitempty"`
 }
 
 // DefaultTestUser is the requester of cases that name none.

@@ -95,6 +95,7 @@ func TestCELFormsOffline(t *testing.T) {
 	cases := map[string]struct {
 		obj          []byte
 		wantDecision Decision
+		failsClosed  []string
 		wantCEL      []string
 		wantDisagree []string
 	}{
@@ -107,6 +108,24 @@ func TestCELFormsOffline(t *testing.T) {
 			obj: gpuPod("1"), wantDecision: Allowed,
 			wantCEL:      []string{"[gpu-free] uses GPUs"},
 			wantDisagree: []string{"policy gpu-free: its CEL form denies, Rego does not"},
+		},
+		"gpu-free expected to fail closed: that is its agreement": {
+			obj: gpuPod("1"), wantDecision: Allowed, failsClosed: []string{"gpu-free"},
+			wantCEL: []string{"[gpu-free] uses GPUs"},
+		},
+		"expected to fail closed where Rego denies too, or where CEL allows": {
+			obj: gpuPod("2"), wantDecision: Denied, failsClosed: []string{"max-gpus", "few-gpus", "gone"},
+			wantCEL: []string{"[max-gpus] asks for 2 GPUs, more than 1", "[gpu-free] uses GPUs"},
+			wantDisagree: []string{
+				"policy gone: expected to fail closed in CEL, but it has no CEL form",
+				"policy max-gpus: expected to fail closed in CEL, but Rego denies too",
+				"policy gpu-free: its CEL form denies, Rego does not",
+			},
+		},
+		"expected to fail closed where its CEL form allows": {
+			obj: gpuPod("1"), wantDecision: Allowed, failsClosed: []string{"max-gpus", "gpu-free"},
+			wantCEL:      []string{"[gpu-free] uses GPUs"},
+			wantDisagree: []string{"policy max-gpus: expected to fail closed in CEL, but its CEL form allows the object"},
 		},
 		"no GPUs, not opted in: out of both engines' scope": {
 			obj: gpuPod("0"), wantDecision: Allowed,
@@ -127,7 +146,7 @@ func TestCELFormsOffline(t *testing.T) {
 			if diff := cmp.Diff(tc.wantCEL, out.CEL.Denials); diff != "" {
 				t.Errorf("CEL denials (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantDisagree, out.Disagreements()); diff != "" {
+			if diff := cmp.Diff(tc.wantDisagree, out.Disagreements(tc.failsClosed...)); diff != "" {
 				t.Errorf("disagreements (-want +got):\n%s", diff)
 			}
 		})

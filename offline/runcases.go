@@ -61,7 +61,8 @@ type CaseResult struct {
 	// Outcome is the webhooks' answer.
 	Outcome Outcome
 	// Passed reports whether the outcome met the expectation, and every
-	// policy's CEL form decided as its Rego did (Outcome.Disagreements).
+	// policy's CEL form decided as its Rego did, or failed closed where
+	// the case says it does (Outcome.Disagreements).
 	Passed bool
 }
 
@@ -95,7 +96,7 @@ func (r *Runner) Run(ctx context.Context, f *CaseFile) ([]CaseResult, error) {
 		res.Outcome, res.Err = r.runCase(ctx, s, dir, f.Target, c)
 		// A policy's Rego and CEL form must agree: the API server enforces
 		// the one, modelgate the other.
-		res.Passed = res.Err == nil && c.Expect.Met(&res.Outcome) && len(res.Outcome.Disagreements()) == 0
+		res.Passed = res.Err == nil && c.Expect.Met(&res.Outcome) && len(res.Outcome.Disagreements(c.Expect.CELFailsClosed...)) == 0
 		out = append(out, res)
 	}
 	return out, nil

@@ -185,7 +185,7 @@ func (t *tester) caseFile(ctx context.Context, path string) {
 			t.Failed++
 			fmt.Fprintf(t.out, "FAIL %s\n", name)
 			t.detail(expected(&r.Case.Expect))
-			t.detail(got(&r.Outcome))
+			t.detail(got(&r.Outcome, r.Case.Expect.CELFailsClosed))
 		}
 	}
 }
@@ -207,7 +207,7 @@ func expected(e *offline.Expect) string {
 
 // got describes an outcome as expected describes an expectation; a
 // denial's warnings, which are not compared, are shown too.
-func got(o *offline.Outcome) string {
+func got(o *offline.Outcome, failsClosed []string) string {
 	s := "got " + string(o.Decision)
 	if o.Skipped != "" {
 		s += " (" + o.Skipped + ")"
@@ -218,9 +218,11 @@ func got(o *offline.Outcome) string {
 			s += "\n  warning: " + w
 		}
 	}
-	if d := o.Disagreements(); len(d) > 0 {
+	if d := o.Disagreements(failsClosed...); len(d) > 0 {
 		s += "\nthe CEL forms decide otherwise (the API server enforces them): " + strings.Join(d, "; ")
-		s += "\n  CEL" + messageLines(o.CEL.Denials)
+		if o.CEL != nil {
+			s += "\n  CEL" + messageLines(o.CEL.Denials)
+		}
 	}
 	return s
 }
