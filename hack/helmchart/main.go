@@ -44,6 +44,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelgate/modelgate/hack/render"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 const (
@@ -55,6 +56,7 @@ const (
 	extraLabelMark = "helmchart-extra-labels"
 	// The marks of the Prometheus service account in the discovery
 	// RoleBinding's subject.
+	failurePolicyMark = "helmchart-failure-policy"
 	promNameMark      = "helmchart-prometheus-sa-name"
 	promNamespaceMark = "helmchart-prometheus-sa-namespace"
 	// discoveryBinding is config/prometheus's RoleBinding that lets
@@ -91,6 +93,7 @@ var extraLabels = map[string]string{
 // valueMarks are the marks written into objects' fields, and the values
 // that replace them.
 var valueMarks = map[string]string{
+	failurePolicyMark: `{{ include "modelgate.workloadFailurePolicy" . }}`,
 	promNameMark:      `{{ required "metrics.serviceMonitor.prometheusServiceAccount.name: required" .Values.metrics.serviceMonitor.prometheusServiceAccount.name | quote }}`,
 	promNamespaceMark: `{{ required "metrics.serviceMonitor.prometheusServiceAccount.namespace: required" .Values.metrics.serviceMonitor.prometheusServiceAccount.namespace | quote }}`,
 }
@@ -174,6 +177,9 @@ func run(root string) error {
 		default:
 			return fmt.Errorf("config/prometheus: %s: no value of the chart turns it on", key(u))
 		}
+	}
+	if err := markFailOpen(common); err != nil {
+		return err
 	}
 	if err := markPrometheusServiceAccount(serviceMonitor); err != nil {
 		return fmt.Errorf("config/prometheus: %w", err)
@@ -300,6 +306,42 @@ func markPrometheusServiceAccount(objs []*unstructured.Unstructured) error {
 		return unstructured.SetNestedSlice(u.Object, subjects, "subjects")
 	}
 	return fmt.Errorf("no RoleBinding %s for metrics.serviceMonitor.prometheusServiceAccount", discoveryBinding)
+}
+
+// markFailOpen marks the failurePolicy of the webhooks that fail open with
+// the backstop (webhook.FailOpenWithBackstop), for the chart to derive it
+// from the Configuration's policy.backstop; each must be found.
+func markFailOpen(objs []*unstructured.Unstructured) error {
+	found := map[string]bool{}
+	for _, u := range objs {
+		if u.GetKind() != "MutatingWebhookConfiguration" && u.GetKind() != "ValidatingWebhookConfiguration" {
+			continue
+		}
+		hooks, _, err := unstructured.NestedSlice(u.Object, "webhooks")
+		if err != nil {
+			return fmt.Errorf("%s: %w", key(u), err)
+		}
+		for _, h := range hooks {
+			m, ok := h.(map[string]any)
+			if !ok {
+				continue
+			}
+			name, _ := m["name"].(string)
+			if slices.Contains(webhook.FailOpenWithBackstop, name) {
+				m["failurePolicy"] = failurePolicyMark
+				found[name] = true
+			}
+		}
+		if err := unstructured.SetNestedSlice(u.Object, hooks, "webhooks"); err != nil {
+			return fmt.Errorf("%s: %w", key(u), err)
+		}
+	}
+	for _, name := range webhook.FailOpenWithBackstop {
+		if !found[name] {
+			return fmt.Errorf("no webhook %s to fail open with policy.backstop", name)
+		}
+	}
+	return nil
 }
 
 // marked matches a line holding a mark, with its indentation.

@@ -68,3 +68,13 @@ webhook.clientCA.configMap, webhook.clientCAFile. */}}
 {{- define "modelgate.webhookClientCAFile" -}}
 {{ include "modelgate.webhookClientCADir" . }}/ca.crt
 {{- end }}
+
+{{/* The failurePolicy of the webhooks that fail open with the backstop
+(webhook.FailOpenWithBackstop): Ignore when the Configuration's
+policy.backstop puts the generated ValidatingAdmissionPolicies in force,
+so that injection and modelgate's own judging fail open while the API
+server's policies stay closed; Fail otherwise. */}}
+{{- define "modelgate.workloadFailurePolicy" -}}
+{{- $cfg := include "modelgate.configuration" . | fromYaml -}}
+{{- if dig "policy" "backstop" false $cfg -}}Ignore{{- else -}}Fail{{- end -}}
+{{- end }}

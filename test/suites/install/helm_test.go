@@ -3,6 +3,7 @@ package install
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/hack/render"
 	"github.com/modelgate/modelgate/test/harnesses/env"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // helmBinary is the helm `make helm-lint` builds; the chart's tests skip
@@ -198,6 +200,49 @@ func TestHelmChartValues(t *testing.T) {
 				if want := "'system:serviceaccount:' + 'gpu-platform' + ':' + 'modelgate'"; !strings.Contains(expr, want) {
 					t.Errorf("ValidatingAdmissionPolicy condition %q does not name %s", expr, want)
 				}
+			}
+		}
+	})
+	t.Run("backstop", func(t *testing.T) {
+		// configuration.policy.backstop is the one switch: the Configuration
+		// modelgate reads, and the webhooks that fail open with it. Every
+		// other webhook fails closed either way.
+		for _, on := range []bool{false, true} {
+			objs := mustHelmTemplate(t, env.Namespace, fmt.Sprintf("configuration.policy.backstop=%t", on))
+			failOpen := 0
+			for _, u := range objs {
+				switch u.GetKind() {
+				case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+				case "ConfigMap":
+					if u.GetName() == "modelgate-config" {
+						data, _, _ := unstructured.NestedString(u.Object, "data", "configuration.yaml")
+						var cfg config.Configuration
+						if err := yaml.UnmarshalStrict([]byte(data), &cfg); err != nil {
+							t.Fatalf("the Configuration: %v", err)
+						}
+						if got := cfg.Policy.Backstop != nil && *cfg.Policy.Backstop; got != on {
+							t.Errorf("backstop %t: the Configuration has policy.backstop %t", on, got)
+						}
+					}
+					continue
+				default:
+					continue
+				}
+				hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+				for _, h := range hooks {
+					m := h.(map[string]any)
+					want := "Fail"
+					if on && slices.Contains(webhook.FailOpenWithBackstop, m["name"].(string)) {
+						want = "Ignore"
+						failOpen++
+					}
+					if m["failurePolicy"] != want {
+						t.Errorf("backstop %t: webhook %s has failurePolicy %v, want %s", on, m["name"], m["failurePolicy"], want)
+					}
+				}
+			}
+			if on && failOpen != len(webhook.FailOpenWithBackstop) {
+				t.Errorf("backstop: %d webhooks fail open, want %d (%v)", failOpen, len(webhook.FailOpenWithBackstop), webhook.FailOpenWithBackstop)
 			}
 		}
 	})
