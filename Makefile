@@ -170,11 +170,11 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies helm-lint test-integration test-prometheus test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
+test: test-unit test-policies helm-lint test-integration test-prometheus test-backstop test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/suites/install -e /test/suites/prometheus)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/suites/install -e /test/suites/prometheus -e /test/suites/backstop)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -212,6 +212,11 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/prometheus/... -count=1 -timeout=15m -v -args \
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
+
+.PHONY: test-backstop
+test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (policy.backstop) on the simulated cluster: with every modelgate replica stopped, the API server refuses a GPU Pod over a library policy with its message and admits a compliant one uninjected; modelgate's audit then reports it (test/suites/backstop).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/backstop/... -count=1 -timeout=12m -v -args \
+		-modelgate=$(LOCALBIN)/modelgate
 
 ## test/suites/makerun runs after test/suites/e2e, never beside it: each holds the
 ## machine's one real node while it runs.

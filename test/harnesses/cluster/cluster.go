@@ -22,12 +22,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/standins/dradriver"
+	"github.com/modelgate/modelgate/webhook"
 )
 
 // Defaults for Options.
@@ -68,6 +70,11 @@ type Options struct {
 	ExtraRBAC []string
 	// RealNode says whether to start the real node beside kwok's, and how.
 	RealNode RealNodeOptions
+	// Backstop installs modelgate as policy.backstop has it: the
+	// Configuration's policy.backstop on (the WorkloadPolicies' CEL forms
+	// in force as ValidatingAdmissionPolicies) and the webhooks of
+	// webhook.FailOpenWithBackstop failing open.
+	Backstop bool
 }
 
 // Cluster is a running simulated cluster.
@@ -124,6 +131,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	te, err := env.New(o.Root)
 	if err != nil {
 		return nil, err
+	}
+	if o.Backstop {
+		if err := env.FailOpen(te, webhook.FailOpenWithBackstop); err != nil {
+			return nil, err
+		}
 	}
 	// The PolicyReport and OpenReports CRDs, so that the audit's reports
 	// can be read with kubectl get policyreports,reports -A, as in a
@@ -282,14 +294,22 @@ func (c *Cluster) startModelgate(ctx context.Context, o Options, admin client.Cl
 	}
 	cfgPath := filepath.Join(o.Dir, "configuration.yaml")
 	configure := o.Configure
-	if c.RealNode != nil {
+	if o.Backstop {
+		configure = func(cfg *config.Configuration) {
+			cfg.Policy.Backstop = ptr.To(true)
+			if o.Configure != nil {
+				o.Configure(cfg)
+			}
+		}
+	}
+	if before := configure; c.RealNode != nil {
 		// The loader runs on the real node from modelgate's image, which
 		// its registry serves under the name the Configuration ends with
 		// (this one, unless the caller's edits change it).
 		configure = func(cfg *config.Configuration) {
 			cfg.Injection.Loader.Image = NodeLoaderImage
-			if o.Configure != nil {
-				o.Configure(cfg)
+			if before != nil {
+				before(cfg)
 			}
 		}
 	}

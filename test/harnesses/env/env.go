@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -177,4 +178,34 @@ func Configuration(te *envtest.Environment) *config.Configuration {
 	// One replica: there is no other to drain to, so it stops at once.
 	c.DrainPeriod.Duration = 0
 	return c
+}
+
+// FailOpen sets the failurePolicy of the named webhooks of an environment
+// from New to Ignore, as an install with the backstop has them
+// (webhook.FailOpenWithBackstop); each must be there.
+func FailOpen(te *envtest.Environment, names []string) error {
+	found := map[string]bool{}
+	ignore := admissionregistrationv1.Ignore
+	for _, c := range te.WebhookInstallOptions.MutatingWebhooks {
+		for i := range c.Webhooks {
+			if slices.Contains(names, c.Webhooks[i].Name) {
+				c.Webhooks[i].FailurePolicy = &ignore
+				found[c.Webhooks[i].Name] = true
+			}
+		}
+	}
+	for _, c := range te.WebhookInstallOptions.ValidatingWebhooks {
+		for i := range c.Webhooks {
+			if slices.Contains(names, c.Webhooks[i].Name) {
+				c.Webhooks[i].FailurePolicy = &ignore
+				found[c.Webhooks[i].Name] = true
+			}
+		}
+	}
+	for _, n := range names {
+		if !found[n] {
+			return fmt.Errorf("no webhook %s in config/webhook to fail open", n)
+		}
+	}
+	return nil
 }
