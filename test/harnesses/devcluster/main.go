@@ -112,6 +112,11 @@ func run(binary, user, nodes, devDir, promBinary string, mode cluster.RealNodeMo
 		// Tainted: only Pods that tolerate it land there, which in
 		// "default" are the serving Pods (labelDefaultNamespace).
 		RealNode: cluster.RealNodeOptions{Mode: mode, Taint: true},
+		// The backstop on, as a demanding install runs: the sample
+		// policies' CEL forms are ValidatingAdmissionPolicies the API
+		// server enforces itself, so a stopped or hung modelgate leaves
+		// them in force (injection and modelgate's own checks fail open).
+		Backstop: true,
 	})
 	defer func() {
 		for _, f := range devFiles {
@@ -264,6 +269,7 @@ kubelets of these fake nodes (config/dev/nodes.yaml):
   %s get aiinferences.v1alpha1.serving.modelgate.io llama-sglang -o yaml
   %s apply -k config/samples/policies
   %s get workloadpolicies
+  %s get validatingadmissionpolicies,validatingadmissionpolicybindings
   %s get policyreports -A
 
 Pods are scheduled for real (GPU counts, products, memory, taints); on
@@ -280,9 +286,14 @@ product): delete and re-apply them to see the answers. The audit judges
 what already runs 15s after a policy change: the PolicyReports and the
 policies' Failing column show what the sample policies find in the
 samples already applied.
+The backstop is on (policy.backstop): each sample policy's CEL form is a
+ValidatingAdmissionPolicy (modelgate-<policy>) that the API server enforces
+itself, so with modelgate stopped or hung (kill -STOP it) a workload that
+breaks one is still refused; injection and modelgate's own checks then
+fail open, and the audit reports what was admitted uninjected.
 Component logs: %s. Press Ctrl-C to stop everything.
 
-`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
+`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
 	return k
 }
 

@@ -7,17 +7,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gbytes"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/policies/celform"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
@@ -93,6 +100,58 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		Expect(dev.Create(ctx, d)).To(Succeed())
 		Eventually(out).WithTimeout(time.Minute).Should(gbytes.Say(`pod default/llm-server-\S+: on gpu-h100-\d \(NVIDIA-H100-80GB-HBM3\), Running`))
 
+		By("the sample policies: the backstop puts their ValidatingAdmissionPolicies in force, and a hung modelgate leaves them so")
+		Expect(env.Apply(ctx, dev, filepath.Join(root, "config", "samples", "policies"))).To(Succeed())
+		wps, err := builders.SamplePolicies(filepath.Join(root, "config", "samples", "policies"))
+		Expect(err).NotTo(HaveOccurred())
+		var want []string
+		for _, wp := range wps {
+			want = append(want, celform.Name(wp.Name))
+		}
+		Eventually(func(g Gomega) {
+			generated := map[string]bool{}
+			var vaps admissionregistrationv1.ValidatingAdmissionPolicyBindingList
+			g.Expect(dev.List(ctx, &vaps, client.MatchingLabels{celform.ManagedByLabel: celform.ManagedBy})).To(Succeed())
+			for _, b := range vaps.Items {
+				generated[b.Name] = true
+			}
+			g.Expect(generated).To(HaveLen(len(want)))
+			for _, n := range want {
+				g.Expect(generated).To(HaveKey(n))
+			}
+		}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		var modelgatePid int
+		for pid, name := range children {
+			if name == "modelgate" {
+				modelgatePid = pid
+			}
+		}
+		Expect(modelgatePid).NotTo(BeZero())
+		Expect(syscall.Kill(modelgatePid, syscall.SIGSTOP)).To(Succeed())
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				Expect(syscall.Kill(modelgatePid, syscall.SIGCONT)).To(Succeed())
+			}
+		}
+		DeferCleanup(resume)
+		// The API server enforces a binding once its informers have it: the
+		// first refusal may take a moment after the bindings appear (each
+		// try waits out the hung modelgate's webhook timeout, then ignores
+		// it).
+		over := d.DeepCopy()
+		over.ObjectMeta = metav1.ObjectMeta{Name: "over-the-limit", Namespace: "default"}
+		over.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")}
+		Eventually(func(g Gomega) {
+			err := dev.Create(ctx, over, client.DryRunAll)
+			g.Expect(err).To(HaveOccurred())
+			// The API server names the first policy that refuses: over the
+			// limit, and uninjected (no owner recorded), it breaks two.
+			g.Expect(err.Error()).To(MatchRegexp(`ValidatingAdmissionPolicy 'modelgate-(max-gpus-per-pod|required-owner-team)' .*denied request: \[(max-gpus-per-pod|required-owner-team)\] `))
+		}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		resume()
+
 		By("Ctrl-C")
 		Expect(cmd.Process.Signal(os.Interrupt)).To(Succeed())
 		Eventually(exited).WithTimeout(time.Minute).Should(Receive(BeNil()))
@@ -102,5 +161,5 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		}
 		_, err = os.Stat(filepath.Join(dir, "kubeconfig"))
 		Expect(errors.Is(err, os.ErrNotExist)).To(BeTrue(), "the kubeconfig is left behind: %v", err)
-	}, SpecTimeout(5*time.Minute))
+	}, SpecTimeout(8*time.Minute))
 })
