@@ -228,9 +228,10 @@ test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(P
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
 .PHONY: bench-e2e
-bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, then the replica storm (the policy library in force, a rollout restart, the decision cache off and on), in one run.
+bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, then the replica storm (the policy library in force, a rollout restart, the decision cache off and on), then the backstop (the API server's admission latency with the generated ValidatingAdmissionPolicies bound against unbound, BENCH_BACKSTOP_ROUNDS rounds), in one run.
 	$(GO) build -o $(LOCALBIN)/bench-e2e ./test/perf/benche2e
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2} --storm-rounds $${BENCH_STORM_ROUNDS:-$${BENCH_ROUNDS:-2}}
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(LOCALBIN)/bench-e2e --modelgate $(LOCALBIN)/modelgate --pods $${BENCH_PODS:-500} --rounds $${BENCH_ROUNDS:-2} --storm-rounds $${BENCH_STORM_ROUNDS:-$${BENCH_ROUNDS:-2}} \
+		--backstop-rounds $${BENCH_BACKSTOP_ROUNDS:-$${BENCH_ROUNDS:-2}}
 
 .PHONY: bench-loader
 bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model against a floor in the same run: from a fake Hub (throughput, peak RSS, re-fetch per SIGKILL, cache hit) and from an S3 server in process (until on disk, CPU s/GB, peak RSS, at GOMAXPROCS 1 and 2).

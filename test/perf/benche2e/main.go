@@ -11,6 +11,10 @@
 // server-side dry run), with modelgate's webhook configurations deleted;
 // the "with" phase creates the annotated Deployments and lets modelgate
 // inject them.
+//
+// After the replica storm (storm.go), the backstop measurement
+// (backstop.go) compares the API server's admission latency with the
+// policies generated from the library's CEL forms bound and unbound.
 package main
 
 import (
@@ -48,6 +52,7 @@ type options struct {
 	out            string
 	http2          bool
 	stormRounds    int
+	backstopRounds int
 }
 
 func main() {
@@ -64,12 +69,16 @@ func main() {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "time limit of each phase until every pod is Running, and of each cleanup")
 	fs.StringVar(&o.out, "out", "", "also write the report to this file")
 	fs.IntVar(&o.stormRounds, "storm-rounds", 1, "rounds of the replica storm (the policy library in force, --pods pods then a rollout restart, the decision cache off then on); 0 skips it")
+	fs.IntVar(&o.backstopRounds, "backstop-rounds", 0, "rounds of the backstop measurement, after the storm (the generated ValidatingAdmissionPolicies unbound then bound, serial creates and a burst of --pods pods); 0 skips it; by default as many as --rounds")
 	fs.BoolVar(&o.http2, "http2", false, "serve modelgate's webhooks over HTTP/2 as well (webhook.enableHTTP2; off by default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
 		os.Exit(2)
+	}
+	if !isSet(fs, "backstop-rounds") {
+		o.backstopRounds = o.rounds
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %v\n", err)
@@ -98,6 +107,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--rounds %d: must be a positive integer", o.rounds)
 	case o.stormRounds < 0:
 		return fmt.Errorf("--storm-rounds %d: must be 0 or more", o.stormRounds)
+	case o.backstopRounds < 0:
+		return fmt.Errorf("--backstop-rounds %d: must be 0 or more", o.backstopRounds)
 	case o.timeout <= 0:
 		return fmt.Errorf("--timeout %s: must be positive", o.timeout)
 	}
@@ -185,6 +196,19 @@ func run(o options) (err error) {
 	if err != nil {
 		return interrupted(sigCtx, ctx, fmt.Errorf("replica storm: %w", err))
 	}
+	if o.stormRounds == 0 && o.backstopRounds > 0 {
+		// The storm puts the library in force; without it, this does.
+		if err := b.applyLibrary(ctx, c.Admin, root); err != nil {
+			return interrupted(sigCtx, ctx, err)
+		}
+		if err := b.setWebhooks(ctx, true); err != nil {
+			return interrupted(sigCtx, ctx, err)
+		}
+	}
+	backstop, err := b.backstop(ctx, c, root, o.backstopRounds)
+	if err != nil {
+		return interrupted(sigCtx, ctx, fmt.Errorf("backstop: %w", err))
+	}
 	info := runInfo{
 		pods:        o.pods,
 		replicas:    o.replicas,
@@ -201,7 +225,7 @@ func run(o options) (err error) {
 		webhooks:    b.hooks.names,
 		started:     started,
 	}
-	return report(o.out, info, b.hists, b.counters, results, storms)
+	return report(o.out, info, b.hists, b.counters, results, storms, backstopHists(backstop.policies, b.hooks.names), backstop)
 }
 
 // measure runs every phase in turn.
@@ -276,13 +300,16 @@ func newBench(ctx context.Context, c *cluster.Cluster, root, metricsAddr string,
 }
 
 // report writes the report to stdout and, when out is set, to out.
-func report(out string, info runInfo, hs, cs []spec, results []result, storms []stormResult) error {
+func report(out string, info runInfo, hs, cs []spec, results []result, storms []stormResult, bhs []spec, backstop backstopRun) error {
 	var buf bytes.Buffer
 	if err := writeReport(&buf, info, hs, cs, results); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	if err := writeStorm(&buf, info, info.webhooks, storms); err != nil {
 		return fmt.Errorf("writing the storm's report: %w", err)
+	}
+	if err := writeBackstop(&buf, info, bhs, backstop); err != nil {
+		return fmt.Errorf("writing the backstop's report: %w", err)
 	}
 	if _, err := fmt.Fprintf(os.Stdout, "\n%s", buf.Bytes()); err != nil {
 		return fmt.Errorf("writing the report: %w", err)
@@ -294,6 +321,13 @@ func report(out string, info runInfo, hs, cs []spec, results []result, storms []
 		return fmt.Errorf("writing the report: %w", err)
 	}
 	return nil
+}
+
+// isSet reports whether the command line set the named flag.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // progressf prints a timestamped progress line.
