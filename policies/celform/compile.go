@@ -3,6 +3,7 @@ package celform
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -40,36 +41,49 @@ func Check(wp *policyv1.WorkloadPolicy, k Keys) field.ErrorList {
 	}
 	path := field.NewPath("spec", "cel")
 	var errs field.ErrorList
+	names := slices.Clone(reservedNames)
+	for _, v := range form.Variables {
+		names = append(names, v.Name)
+	}
 	for i, v := range form.Variables {
-		if slices.Contains(reservedNames, v.Name) {
+		switch {
+		case slices.Contains(reservedNames, v.Name):
 			errs = append(errs, field.Invalid(path.Child("variables").Index(i).Child("name"), v.Name,
 				fmt.Sprintf("is one of modelgate's variables (%v): choose another name", reservedNames)))
+		case strings.HasPrefix(v.Name, OldPrefix) && slices.Contains(names, strings.TrimPrefix(v.Name, OldPrefix)):
+			errs = append(errs, field.Invalid(path.Child("variables").Index(i).Child("name"), v.Name,
+				fmt.Sprintf("is the name of the copy of variables.%s that modelgate reads on the old object of an UPDATE (ratcheting): choose another name",
+					strings.TrimPrefix(v.Name, OldPrefix))))
 		}
 	}
 	if len(errs) > 0 {
 		return errs
 	}
-	vap, _, err := Generate(wp, k, Scope{})
+	g, err := generate(wp, k, Scope{})
 	if err != nil {
 		return field.ErrorList{field.Invalid(field.NewPath("spec", "parameters"), "", err.Error())}
 	}
+	vap := g.vap
 	c, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(Compatibility))
 	if err != nil {
 		return field.ErrorList{field.InternalError(path, err)}
 	}
-	own := len(vap.Spec.Variables) - len(form.Variables)
+	end := g.own + len(form.Variables)
 	for i, v := range vap.Spec.Variables {
 		res := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, compileOptions, environment.NewExpressions)
-		if res.Error == nil {
-			continue
-		}
-		if i < own {
+		switch {
+		case res.Error == nil:
+		case i < g.own:
 			// modelgate's own variables compile; only the parameters can
 			// make one fail.
 			errs = append(errs, field.Invalid(field.NewPath("spec", "parameters"), "", fmt.Sprintf("variables.%s does not compile: %s", v.Name, res.Error.Detail)))
-			continue
+		case i < end:
+			errs = append(errs, field.Invalid(path.Child("variables").Index(i-g.own).Child("expression"), v.Expression, res.Error.Detail))
+		case len(errs) == 0:
+			// A copy read on the old object compiles as what it copies.
+			errs = append(errs, field.InternalError(path.Child("variables"), fmt.Errorf("variables.%s, generated to ratchet updates, does not compile "+
+				"(set spec.ratchet: false to do without): %s", v.Name, res.Error.Detail)))
 		}
-		errs = append(errs, field.Invalid(path.Child("variables").Index(i-own).Child("expression"), v.Expression, res.Error.Detail))
 	}
 	for i, v := range form.Validations {
 		p := path.Child("validations").Index(i)
@@ -83,6 +97,18 @@ func Check(wp *policyv1.WorkloadPolicy, k Keys) field.ErrorList {
 		res = c.CompileCELExpression(&validating.MessageExpressionCondition{MessageExpression: vap.Spec.Validations[i].MessageExpression}, messageOptions, environment.NewExpressions)
 		if res.Error != nil {
 			errs = append(errs, field.Invalid(p.Child("messageExpression"), v.MessageExpression, res.Error.Detail))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	// What the form's own expressions are generated into (excepted,
+	// ratcheted) compiles where they do.
+	for i, v := range vap.Spec.Validations {
+		res := c.CompileCELExpression(&validating.ValidationCondition{Expression: v.Expression}, compileOptions, environment.NewExpressions)
+		if res.Error != nil {
+			errs = append(errs, field.InternalError(path.Child("validations").Index(i).Child("expression"),
+				fmt.Errorf("the generated expression does not compile (set spec.ratchet: false to do without ratcheting): %s", res.Error.Detail)))
 		}
 	}
 	return errs

@@ -38,6 +38,10 @@ type Scope struct {
 	// namespaceObject (which match conditions cannot read): a validation
 	// holds wherever it is false.
 	InScope string
+	// Exceptions are the WorkloadPolicyExceptions in force: Generate keeps
+	// those that name the policy (ExceptionsFor). The caller decides which
+	// are in force, and generates again when one expires.
+	Exceptions []policyv1.WorkloadPolicyException
 }
 
 // resourceRule is the API server's name of each kind a WorkloadPolicy can
@@ -88,27 +92,84 @@ func Name(policy string) string {
 // the webhooks' scope, the same action (deny, warn, and dryrun as audit
 // annotations) and failure policy, every message prefixed "[name] " as
 // modelgate's own. Both are owned by wp, so they go when it does. wp must
-// carry a CEL form.
+// carry a CEL form. The policy is deterministic: the same wp, keys and
+// scope (exceptions in any order) give the same objects.
+//
+// A policy that denies (enforcementAction deny) also follows, as far as
+// CEL can, what modelgate does beside its Rego:
+//
+//   - Exceptions: variables.excepted is whether one of s.Exceptions that
+//     names wp covers the object (excepted), and a validation the object
+//     fails holds where it is true. The API server admits such an object
+//     silently, where modelgate turns the denial into a warning naming the
+//     exception.
+//   - Ratcheting (unless spec.ratchet is false): a validation the object
+//     fails on an UPDATE holds where the old object failed it too with the
+//     same message (its messageExpression, read on both; the message is
+//     the same when there is none), as modelgate lifts a deny message the
+//     old object had. See ratchetClause: its expression and every variable
+//     it reads (modelgate's, the form's own) are read on oldObject, rewritten
+//     in CEL's syntax tree, as copies of the variables named old_<name>.
+//     Rego ratchets message by message across the whole policy; CEL
+//     validation by validation: a message another validation gave the old
+//     object lifts nothing, and a validation whose message lists several
+//     violations (containers, say) ratchets only when the list is
+//     unchanged, so an update that fixes one and keeps another is refused
+//     where Rego admits it (stricter). A validation whose message does not
+//     carry the value it judges ratchets any worse value of the old
+//     violation (more lenient than a Rego message that does): give it a
+//     messageExpression that does, as the Rego's message should.
+//
+// Each such validation is `!variables.inScope || ((E) ? true :
+// variables.excepted || (request.operation == 'UPDATE' && oldObject !=
+// null && !(E on oldObject) && (M) == (M on oldObject)))`: an error in E
+// still fails the validation (failurePolicy decides), as an error of the
+// Rego is never excepted or ratcheted. An error on the old object fails it
+// too: denied with failurePolicy Fail, as modelgate keeps the denial when
+// the old object cannot be judged, but admitted with Ignore (failurePolicy
+// allow), where modelgate denies.
 func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
+	g, err := generate(wp, k, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.vap, g.binding, nil
+}
+
+// generated is what generate makes, and where the form's own variables
+// are among the policy's: from own to own+len(spec.cel.variables).
+type generated struct {
+	vap     *admissionregistrationv1.ValidatingAdmissionPolicy
+	binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	own     int
+}
+
+func generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*generated, error) {
 	form := wp.Spec.CEL
 	if form == nil {
-		return nil, nil, fmt.Errorf("WorkloadPolicy %s has no spec.cel", wp.Name)
+		return nil, fmt.Errorf("WorkloadPolicy %s has no spec.cel", wp.Name)
 	}
 	params, err := wp.Parameters()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	vars, err := Variables(k, params)
+	mine, err := Variables(k, params)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	inScope := "true"
 	if s.InScope != "" {
 		inScope = s.InScope
 	}
-	vars = append([]admissionregistrationv1.Variable{{Name: VarInScope, Expression: inScope}}, vars...)
+	vars := append([]admissionregistrationv1.Variable{{Name: VarInScope, Expression: inScope}}, mine...)
+	vars = append(vars, admissionregistrationv1.Variable{Name: VarExcepted, Expression: excepted(ExceptionsFor(wp.Name, s.Exceptions))})
+	own := len(vars)
 	for _, v := range form.Variables {
 		vars = append(vars, admissionregistrationv1.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	var old *oldSide
+	if ratchets(wp) {
+		old = newOldSide(slices.Concat(mine, vars[own:]))
 	}
 	prefix := quote("[" + wp.Name + "] ")
 	validations := make([]admissionregistrationv1.Validation, len(form.Validations))
@@ -118,13 +179,23 @@ func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrat
 			msg = "failed expression: " + v.Expression
 		}
 		validations[i] = admissionregistrationv1.Validation{
-			Expression: "!variables." + VarInScope + " || (" + v.Expression + ")",
+			Expression: validation(wp, v, old),
 			Message:    "[" + wp.Name + "] " + msg,
 		}
 		if v.MessageExpression != "" {
 			// An empty message falls back to message, as the API server's own.
 			validations[i].MessageExpression = `size(` + v.MessageExpression + `) == 0 ? '' : ` + prefix + ` + (` + v.MessageExpression + `)`
 		}
+	}
+	if old != nil {
+		copies, ok := old.copies()
+		if !ok {
+			// Cannot happen for what parsed; judge UPDATEs as CREATEs.
+			for i, v := range form.Validations {
+				validations[i].Expression = validation(wp, v, nil)
+			}
+		}
+		vars = append(vars, copies...)
 	}
 	kinds := wp.Spec.Match.Kinds
 	if len(kinds) == 0 {
@@ -179,7 +250,25 @@ func Generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*admissionregistrat
 			ValidationActions: actions(wp.Spec.EnforcementAction),
 		},
 	}
-	return vap, binding, nil
+	return &generated{vap: vap, binding: binding, own: own}, nil
+}
+
+// validation is the expression of v as generated: v's expression where the
+// webhooks judge the object; for a policy that denies, lifted where an
+// exception covers the object, and, with old (a policy that ratchets),
+// where the old object of an UPDATE failed it too with the same message.
+func validation(wp *policyv1.WorkloadPolicy, v policyv1.CELValidation, old *oldSide) string {
+	scope := "!variables." + VarInScope + " || "
+	if !denies(wp) {
+		return scope + "(" + v.Expression + ")"
+	}
+	lift := "variables." + VarExcepted
+	if old != nil {
+		if r := old.ratchetClause(v); r != "" {
+			lift += " ||\n  (" + r + ")"
+		}
+	}
+	return scope + "((" + v.Expression + ") ? true :\n  " + lift + ")"
 }
 
 // namespaceLabel is the label the API server sets on every namespace to

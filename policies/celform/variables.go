@@ -29,6 +29,7 @@ type Keys struct {
 // CEL form's own variables may not take them.
 const (
 	VarInScope        = "inScope"
+	VarExcepted       = "excepted"
 	VarGPUResource    = "gpuResource"
 	VarPodMeta        = "podMeta"
 	VarMetas          = "metas"
@@ -150,13 +151,20 @@ object.kind in ['Deployment', 'StatefulSet', 'Job'] ? object.?spec.?template.?sp
 
 // reservedNames are modelgate's variable names.
 var reservedNames = []string{
-	VarInScope, VarGPUResource, VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
+	VarInScope, VarExcepted, VarGPUResource, VarPodMeta, VarMetas, VarPodSpec, VarContainers, VarInitContainers, VarContainerGPUs, VarInitGPUs,
 	VarSidecarGPUs, VarInitPeaks, VarGPUs, VarProductTerms, VarGPUProducts, VarModel, VarModelScheme, VarModelHost, VarModelBucket, VarOwner, VarTeam, VarClaims, VarParameters,
 }
 
-// quote is s as a CEL string literal.
+// quote is s as a CEL string literal, whatever s holds (a user's value:
+// quotes, backslashes, newlines): Go's quoting of valid UTF-8 is a CEL
+// string literal of the same value, as cel-go's own unparser writes it
+// (escapes \a \b \f \n \r \t \v \\ \", \x for the other control
+// characters, \u and \U above). Bytes that are not UTF-8, which Go would
+// write as \x escapes that CEL reads as code points, become U+FFFD as a
+// JSON decoder makes them: no Kubernetes object holds them. FuzzQuote holds
+// the CEL parser's reading of every quote(s) to s.
 func quote(s string) string {
-	return strconv.Quote(s)
+	return strconv.Quote(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 // literal is v, a decoded JSON value, as a CEL literal. Every element of a
