@@ -27,6 +27,9 @@ func addController(mgr manager.Manager, cfg *config.Configuration) error {
 		Scope:   celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace)),
 		Enforce: ptr.Deref(cfg.Policy.Backstop, false),
 	}
+	if d := cfg.Policy.Exceptions.ClockSkew; d != nil {
+		cel.ClockSkew = d.Duration
+	}
 	if err := cel.SetupWithManager(mgr); err != nil {
 		return err
 	}

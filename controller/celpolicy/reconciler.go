@@ -1,6 +1,7 @@
 // Package celpolicy is the controller that keeps, for every WorkloadPolicy
 // with a CEL form (spec.cel), the ValidatingAdmissionPolicy made of it
-// (policies/celform) applied, with its binding when the generated policies
+// (policies/celform) applied, with the WorkloadPolicyExceptions in force
+// that name the policy and with its binding when the generated policies
 // are put in force, and reports in the WorkloadPolicy's status whether the
 // API server accepted it: condition CELReady.
 package celpolicy
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -19,18 +21,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/policies/celform"
+	"github.com/modelgate/modelgate/validators"
 )
 
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policy.modelgate.io,resources=workloadpolicyexceptions,verbs=get;list;watch
 
 // ConditionCELReady is the WorkloadPolicy condition that says whether the
 // API server accepted the ValidatingAdmissionPolicy made of its CEL form.
@@ -58,8 +67,12 @@ const FieldManager = "modelgate-celpolicy"
 // Reconciler applies the generated ValidatingAdmissionPolicy of each
 // WorkloadPolicy with a CEL form, and its binding when Enforce is set;
 // deletes them when the form goes (the WorkloadPolicy's deletion deletes
-// them through their owner reference); and writes CELReady. It runs on the
-// leader only: every replica would apply the same objects.
+// them through their owner reference); and writes CELReady. The policy
+// holds the WorkloadPolicyExceptions that name the WorkloadPolicy and are
+// in force now, as modelgate decides it (policies.Exceptions.InForce, with
+// the clock skew): it is generated again when one is written or deleted,
+// and when the first of them expires. It runs on the leader only: every
+// replica would apply the same objects.
 type Reconciler struct {
 	// Client reads WorkloadPolicies and the generated objects from the
 	// manager's cache and writes them.
@@ -71,6 +84,11 @@ type Reconciler struct {
 	// Enforce puts the generated policies in force: their bindings are
 	// applied. Without it the API server only type-checks them.
 	Enforce bool
+	// ClockSkew is policy.exceptions.clockSkew: an exception stops
+	// applying that long before its expiresAt (policies.NewExceptions).
+	ClockSkew time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -91,14 +109,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, r.setCondition(ctx, wp, nil)
 	}
-	vap, binding, err := celform.Generate(wp, r.Keys, r.Scope)
+	scope := r.Scope
+	exceptions, expires, err := r.exceptions(ctx, wp.Name)
 	if err != nil {
-		return ctrl.Result{}, r.setCondition(ctx, wp, rejected(err))
+		return ctrl.Result{}, err
+	}
+	scope.Exceptions = exceptions
+	// Generated again when the first exception in force expires, for the
+	// API server to stop applying it.
+	done := ctrl.Result{RequeueAfter: expires}
+	vap, binding, err := celform.Generate(wp, r.Keys, scope)
+	if err != nil {
+		return done, r.setCondition(ctx, wp, rejected(err))
 	}
 	//nolint:staticcheck // client.Apply with a typed object is the plain way to apply what is generated.
 	if err := r.Client.Patch(ctx, vap, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			return ctrl.Result{}, r.setCondition(ctx, wp, rejected(err))
+			return done, r.setCondition(ctx, wp, rejected(err))
 		}
 		return ctrl.Result{}, fmt.Errorf("applying ValidatingAdmissionPolicy %s: %w", name, err)
 	}
@@ -106,14 +133,75 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		//nolint:staticcheck // as above.
 		if err := r.Client.Patch(ctx, binding, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-				return ctrl.Result{}, r.setCondition(ctx, wp, rejected(err))
+				return done, r.setCondition(ctx, wp, rejected(err))
 			}
 			return ctrl.Result{}, fmt.Errorf("applying ValidatingAdmissionPolicyBinding %s: %w", name, err)
 		}
 	} else if err := r.remove(ctx, wp.Name, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, name); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.setCondition(ctx, wp, Condition(vap, wp.Generation))
+	return done, r.setCondition(ctx, wp, Condition(vap, wp.Generation))
+}
+
+// exceptions are the WorkloadPolicyExceptions that name the WorkloadPolicy
+// called policy and are in force now (InForce), and how long until the
+// first of them stops applying.
+func (r *Reconciler) exceptions(ctx context.Context, policy string) ([]policyv1.WorkloadPolicyException, time.Duration, error) {
+	var list policyv1.WorkloadPolicyExceptionList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, 0, fmt.Errorf("listing WorkloadPolicyExceptions: %w", err)
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	in, next, unusable := InForce(list.Items, policy, r.ClockSkew, now)
+	for _, ex := range unusable {
+		logf.FromContext(ctx).V(1).Info("WorkloadPolicyException cannot be used; it applies nowhere", "namespace", ex.Namespace, "name", ex.Name)
+	}
+	return in, next, nil
+}
+
+// InForce are the exceptions of es that name the WorkloadPolicy called
+// policy (celform.ExceptionsFor) and are in force at now, as modelgate
+// decides it (policies.Exceptions.InForce: until clockSkew before their
+// expiresAt); next is how long until the first of them stops applying (0
+// when none is in force), and unusable those whose label selector does not
+// parse, which apply nowhere, as in the webhook (validators.ExceptionOf).
+func InForce(es []policyv1.WorkloadPolicyException, policy string, clockSkew time.Duration, now time.Time) (in []policyv1.WorkloadPolicyException, next time.Duration, unusable []policyv1.WorkloadPolicyException) {
+	x := policies.NewExceptions(clockSkew)
+	for _, ex := range celform.ExceptionsFor(policy, es) {
+		e, err := validators.ExceptionOf(&ex)
+		if err != nil {
+			unusable = append(unusable, ex)
+			continue
+		}
+		if !x.InForce(e, now) {
+			continue
+		}
+		in = append(in, ex)
+		// It stops applying once now+skew reaches expiresAt.
+		if left := e.ExpiresAt.Sub(now) - max(clockSkew, 0); next == 0 || left < next {
+			next = left
+		}
+	}
+	return in, next, unusable
+}
+
+// policiesNamed maps a WorkloadPolicyException to the WorkloadPolicies it
+// names, whose generated policies hold it.
+func policiesNamed(_ context.Context, obj client.Object) []reconcile.Request {
+	ex, ok := obj.(*policyv1.WorkloadPolicyException)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range ex.Spec.Policies {
+		if celform.Names(ex, p) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: p}})
+		}
+	}
+	return out
 }
 
 // remove deletes the generated object of that name, if it is the one made
@@ -182,9 +270,10 @@ func (r *Reconciler) setCondition(ctx context.Context, wp *policyv1.WorkloadPoli
 	return nil
 }
 
-// SetupWithManager registers the controller: it watches WorkloadPolicies
-// and the generated objects they own (the API server's type checking
-// writes the policies' status). Where the cluster serves no
+// SetupWithManager registers the controller: it watches WorkloadPolicies,
+// the generated objects they own (the API server's type checking writes
+// the policies' status) and the WorkloadPolicyExceptions that name them
+// (their spec: a status write changes nothing generated). Where the cluster serves no
 // admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before
 // Kubernetes 1.30) it logs that and adds nothing.
 func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
@@ -199,6 +288,8 @@ func (r *Reconciler) SetupWithManager(mgr manager.Manager) error {
 		For(&policyv1.WorkloadPolicy{}).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicy{}, owner).
 		Watches(&admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, owner).
+		Watches(&policyv1.WorkloadPolicyException{}, handler.EnqueueRequestsFromMapFunc(policiesNamed),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {

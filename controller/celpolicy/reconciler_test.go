@@ -1,11 +1,16 @@
 package celpolicy
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 )
 
 // TestCondition: CELReady follows the API server's type checking of the
@@ -41,5 +46,82 @@ func TestCondition(t *testing.T) {
 				t.Errorf("message %q does not say %q", c.Message, tc.wantInMsg)
 			}
 		})
+	}
+}
+
+// TestInForce: the generated policy holds the exceptions that name the
+// WorkloadPolicy, until the clock skew before their expiry, and is made
+// again when the first of them stops applying.
+func TestInForce(t *testing.T) {
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	ex := func(name string, expires time.Duration, edit func(*policyv1.WorkloadPolicyException)) policyv1.WorkloadPolicyException {
+		e := policyv1.WorkloadPolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+		e.Spec.Policies = []string{"max-gpus"}
+		e.Spec.ExpiresAt = metav1.NewTime(now.Add(expires))
+		if edit != nil {
+			edit(&e)
+		}
+		return e
+	}
+	cases := map[string]struct {
+		es           []policyv1.WorkloadPolicyException
+		skew         time.Duration
+		wantIn       []string
+		wantNext     time.Duration
+		wantUnusable []string
+	}{
+		"none": {},
+		"the first to expire decides when to look again": {es: []policyv1.WorkloadPolicyException{ex("b", 2*time.Hour, nil), ex("a", time.Hour, nil)},
+			wantIn: []string{"a", "b"}, wantNext: time.Hour},
+		"the clock skew before expiresAt": {es: []policyv1.WorkloadPolicyException{ex("a", time.Hour, nil)}, skew: time.Minute,
+			wantIn: []string{"a"}, wantNext: 59 * time.Minute},
+		"within the clock skew of its expiry: no longer in force": {es: []policyv1.WorkloadPolicyException{ex("a", 30*time.Second, nil)}, skew: time.Minute},
+		"expired": {es: []policyv1.WorkloadPolicyException{ex("a", -time.Second, nil)}},
+		"another policy's, or the policy directory's": {es: []policyv1.WorkloadPolicyException{
+			ex("other", time.Hour, func(e *policyv1.WorkloadPolicyException) { e.Spec.Policies = []string{"other"} }),
+			ex("dir", time.Hour, func(e *policyv1.WorkloadPolicyException) { e.Spec.PolicySource = policyv1.PolicySourceDirectory }),
+		}},
+		"a selector that does not parse applies nowhere": {es: []policyv1.WorkloadPolicyException{ex("bad", time.Hour, func(e *policyv1.WorkloadPolicyException) {
+			e.Spec.Match.LabelSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
+		})}, wantUnusable: []string{"bad"}},
+	}
+	names := func(es []policyv1.WorkloadPolicyException) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			in, next, unusable := InForce(tc.es, "max-gpus", tc.skew, now)
+			if diff := cmp.Diff(tc.wantIn, names(in)); diff != "" {
+				t.Errorf("in force (-want +got):\n%s", diff)
+			}
+			if next != tc.wantNext {
+				t.Errorf("next %s, want %s", next, tc.wantNext)
+			}
+			if diff := cmp.Diff(tc.wantUnusable, names(unusable)); diff != "" {
+				t.Errorf("unusable (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPoliciesNamed: a change to an exception regenerates the policies it
+// names, of the WorkloadPolicy source only.
+func TestPoliciesNamed(t *testing.T) {
+	ex := &policyv1.WorkloadPolicyException{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "e"}}
+	ex.Spec.Policies = []string{"a", "b"}
+	var got []string
+	for _, r := range policiesNamed(context.Background(), ex) {
+		got = append(got, r.Name)
+	}
+	if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
+	}
+	ex.Spec.PolicySource = policyv1.PolicySourceDirectory
+	if got := policiesNamed(context.Background(), ex); len(got) != 0 {
+		t.Errorf("a Directory exception regenerates %v", got)
 	}
 }
