@@ -180,12 +180,14 @@ type Admitter struct {
 	validating  *webhook.Validating
 	namespaces  webhook.NamespaceLabeler
 	gpuResource string
-	cel         []*celform.Policy
+	engine      *policies.Engine
+	cel         *CELForms
 }
 
 // SetCEL makes the admitter judge each object with the policies' CEL forms
-// too, as the API server would (LoadCELForms).
-func (a *Admitter) SetCEL(ps []*celform.Policy) { a.cel = ps }
+// too, as the API server would (LoadCELForms), with the exceptions the
+// engine applies.
+func (a *Admitter) SetCEL(f *CELForms) { a.cel = f }
 
 // NewAdmitter builds the webhook's handlers from the configuration, the
 // engine holding the policies and the namespace labels. Metrics are not
@@ -201,6 +203,7 @@ func NewAdmitter(cfg *config.Configuration, engine *policies.Engine, ns webhook.
 		validating:  webhook.NewValidating(cfg, engine, ns, webhook.NewPolicyMetrics(nil)),
 		namespaces:  ns,
 		gpuResource: cfg.Injection.GPU.ResourceName,
+		engine:      engine,
 	}, nil
 }
 
@@ -288,10 +291,17 @@ func (a *Admitter) Admit(ctx context.Context, r Request) (Outcome, error) {
 }
 
 // judgeCEL judges the object as mutated (sent) with the policies' CEL
-// forms, as the API server would; nil without any.
+// forms, as the API server would; nil without any. The policies are those
+// modelgate would generate with the exceptions the engine holds that are
+// in force at its clock, and ratchet an UPDATE as the API server does: the
+// request's old object is the one stored.
 func (a *Admitter) judgeCEL(ctx context.Context, req admission.Request, sent []byte, nsLabels map[string]string) (*CELOutcome, error) {
-	if len(a.cel) == 0 {
+	if a.cel.Len() == 0 {
 		return nil, nil
+	}
+	ps, err := a.cel.Policies(exceptionsInForce(a.engine.Exceptions()))
+	if err != nil {
+		return nil, err
 	}
 	obj := &unstructured.Unstructured{}
 	if err := obj.UnmarshalJSON(sent); err != nil {
@@ -315,7 +325,7 @@ func (a *Admitter) judgeCEL(ctx context.Context, req admission.Request, sent []b
 		UserInfo:  &user.DefaultInfo{Name: req.UserInfo.Username, UID: req.UserInfo.UID, Groups: req.UserInfo.Groups},
 	}
 	out := &CELOutcome{}
-	for _, p := range a.cel {
+	for _, p := range ps {
 		out.Policies = append(out.Policies, p.PolicyName())
 		if p.Warns() {
 			out.Warning = append(out.Warning, p.PolicyName())

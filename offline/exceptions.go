@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/selection"
 	kjson "sigs.k8s.io/json"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
@@ -150,4 +153,80 @@ func PolicyNames(cs []*policies.Compiled) func(source, name string) bool {
 		loaded[[2]string{c.Source(), c.Name()}] = true
 	}
 	return func(source, name string) bool { return loaded[[2]string{source, name}] }
+}
+
+// exceptionsInForce are the exceptions of x in force at its clock
+// (Exceptions.Now, Exceptions.InForce), as the WorkloadPolicyExceptions
+// they were read from, for the CEL forms (celform.Scope.Exceptions).
+func exceptionsInForce(x *policies.Exceptions) []policyv1.WorkloadPolicyException {
+	now := x.Now()
+	var out []policyv1.WorkloadPolicyException
+	for _, e := range x.All() {
+		if x.InForce(e, now) {
+			if ex, ok := exceptionObject(e); ok {
+				out = append(out, ex)
+			}
+		}
+	}
+	return out
+}
+
+// exceptionObject is e as the WorkloadPolicyException it was read from
+// (validators.ExceptionOf): its label selector made again of the
+// requirements it was parsed into (matchLabels the equalities). false for
+// a requirement no label selector gives: the exception then applies
+// nowhere in the CEL forms.
+func exceptionObject(e *policies.Exception) (policyv1.WorkloadPolicyException, bool) {
+	ex := policyv1.WorkloadPolicyException{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1.GroupVersion.String(), Kind: "WorkloadPolicyException"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: e.Name},
+		Spec: policyv1.WorkloadPolicyExceptionSpec{
+			Policies:  slices.Clone(e.Policies),
+			Match:     policyv1.ExceptionMatch{Kinds: slices.Clone(e.Kinds), Names: slices.Clone(e.Names)},
+			ExpiresAt: metav1.NewTime(e.ExpiresAt),
+			Reason:    e.Reason,
+			Ticket:    e.Ticket,
+		},
+	}
+	switch e.Source {
+	case validators.SourceWorkloadPolicy:
+		ex.Spec.PolicySource = policyv1.PolicySourceWorkloadPolicy
+	case policies.SourceDirectory:
+		ex.Spec.PolicySource = policyv1.PolicySourceDirectory
+	default:
+		ex.Spec.PolicySource = policyv1.PolicySource(e.Source)
+	}
+	if e.Selector == nil {
+		return ex, true
+	}
+	reqs, _ := e.Selector.Requirements()
+	ls := &metav1.LabelSelector{}
+	for _, r := range reqs {
+		if v := r.ValuesUnsorted(); (r.Operator() == selection.Equals || r.Operator() == selection.DoubleEquals) && len(v) == 1 {
+			if ls.MatchLabels == nil {
+				ls.MatchLabels = map[string]string{}
+			}
+			ls.MatchLabels[r.Key()] = v[0]
+			continue
+		}
+		op, ok := selectorOps[r.Operator()]
+		if !ok {
+			return ex, false
+		}
+		var values []string
+		if op == metav1.LabelSelectorOpIn || op == metav1.LabelSelectorOpNotIn {
+			values = slices.Sorted(slices.Values(r.ValuesUnsorted()))
+		}
+		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key(), Operator: op, Values: values})
+	}
+	ex.Spec.Match.LabelSelector = ls
+	return ex, true
+}
+
+// selectorOps are the label selector operators of the requirements a
+// label selector is parsed into.
+var selectorOps = map[selection.Operator]metav1.LabelSelectorOperator{
+	selection.Equals: metav1.LabelSelectorOpIn, selection.DoubleEquals: metav1.LabelSelectorOpIn, selection.In: metav1.LabelSelectorOpIn,
+	selection.NotEquals: metav1.LabelSelectorOpNotIn, selection.NotIn: metav1.LabelSelectorOpNotIn,
+	selection.Exists: metav1.LabelSelectorOpExists, selection.DoesNotExist: metav1.LabelSelectorOpDoesNotExist,
 }

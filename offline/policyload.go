@@ -12,7 +12,6 @@ import (
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
-	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/policies/celform"
@@ -199,40 +198,6 @@ func compileDocument(ctx context.Context, d *Document) (*policies.Compiled, *pol
 		line, col = spec.Line, spec.Column
 	}
 	return nil, nil, &PositionError{File: d.File, Line: line, Col: col, Err: fmt.Errorf("WorkloadPolicy %q: %w", wp.Name, err)}
-}
-
-// LoadCELForms compiles the CEL forms of the WorkloadPolicies at path (as
-// LoadPolicies reads it; a policy directory of .rego files has none) into
-// the ValidatingAdmissionPolicies modelgate would apply, for the API
-// server's matcher and validator to judge offline. cfg gives the GPU keys
-// and the webhooks' excluded namespaces. Policies that do not load are
-// LoadPolicies' to report: they are left out here.
-func LoadCELForms(ctx context.Context, path string, cfg *config.Configuration) ([]*celform.Policy, error) {
-	files, regoDir, err := policyFiles(path)
-	if err != nil || regoDir {
-		return nil, err
-	}
-	keys := celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}
-	scope := celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace))
-	var out []*celform.Policy
-	for _, f := range files {
-		loaded, _ := loadPolicyFile(ctx, f)
-		for _, l := range loaded {
-			if l.wp.Spec.CEL == nil {
-				continue
-			}
-			vap, binding, err := celform.Generate(l.wp, keys, scope)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", l.where, err)
-			}
-			p, err := celform.Compile(vap, binding)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", l.where, err)
-			}
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }
 
 // placeProblems moves the positions of a WorkloadPolicy's Rego problems,

@@ -13,7 +13,6 @@ import (
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	"github.com/modelgate/modelgate/policies"
-	"github.com/modelgate/modelgate/policies/celform"
 )
 
 // DefaultNamespace is where objects that name no namespace are created.
@@ -76,7 +75,7 @@ type Runner struct {
 type setup struct {
 	cfg        *config.Configuration
 	engine     *policies.Engine
-	cel        []*celform.Policy
+	cel        *CELForms
 	exceptions []*policies.Exception
 	err        error
 }
