@@ -2,18 +2,27 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/cel/openapi/resolver"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
@@ -37,11 +46,12 @@ var _ = Describe("a WorkloadPolicy's CEL form", Ordered, func() {
 		ns   string
 		wp   *policyv1.WorkloadPolicy
 	)
-	gpuPod := func(gpus int64) *corev1.Pod {
-		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: "cel-gpus"}).(*corev1.Pod)
+	namedGPUPod := func(name string, gpus int64) *corev1.Pod {
+		pod := builders.New("Pod", builders.Options{Namespace: ns, Name: name}).(*corev1.Pod)
 		pod.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
 		return pod
 	}
+	gpuPod := func(gpus int64) *corev1.Pod { return namedGPUPod("cel-gpus", gpus) }
 	generated := func() (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
 		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
@@ -117,6 +127,86 @@ var _ = Describe("a WorkloadPolicy's CEL form", Ordered, func() {
 			g.Expect(err.Error()).To(ContainSubstring("[" + wp.Name + "] asks for 2 GPUs, more than 1"))
 		}).Should(Succeed())
 		Expect(c.Create(ctx, gpuPod(1), client.DryRunAll)).To(Succeed())
+	})
+
+	// The generated policy holds the WorkloadPolicyExceptions in force that
+	// name the WorkloadPolicy, and ratchets updates as modelgate does.
+	Context("with a WorkloadPolicyException", Ordered, func() {
+		var (
+			ex  *policyv1.WorkloadPolicyException
+			dep *appsv1.Deployment
+		)
+		const excepted = "cel-excepted"
+		refusedFor := func(gpus int) string {
+			return fmt.Sprintf("[%s] asks for %d GPUs, more than 1", wp.Name, gpus)
+		}
+		setGPUs := func(d *appsv1.Deployment, gpus int64) {
+			d.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}
+		}
+		AfterAll(func() {
+			if ex != nil {
+				Expect(client.IgnoreNotFound(c.Delete(ctx, ex))).To(Succeed())
+			}
+			if dep != nil {
+				Expect(client.IgnoreNotFound(c.Delete(ctx, dep))).To(Succeed())
+			}
+		})
+
+		It("lifts the API server's denial for the workload it names, and no other", func() {
+			// The suite's modelgate accepts an exception naming a policy
+			// in force.
+			waitPolicyInForce(ctx, c, wp)
+			ex = &policyv1.WorkloadPolicyException{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cel-bench"},
+				Spec: policyv1.WorkloadPolicyExceptionSpec{
+					Policies:  []string{wp.Name},
+					Match:     policyv1.ExceptionMatch{Kinds: []string{"Pod", "Deployment"}, Names: []string{excepted}},
+					ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second)),
+					Reason:    "a benchmark on 2 GPUs",
+				},
+			}
+			Expect(c.Create(ctx, ex)).To(Succeed())
+			Eventually(func() error { return c.Create(ctx, namedGPUPod(excepted, 2), client.DryRunAll) }).Should(Succeed())
+			err := c.Create(ctx, gpuPod(2), client.DryRunAll)
+			Expect(err).To(MatchError(ContainSubstring(refusedFor(2))), "a Pod the exception does not name")
+			Expect(err.Error()).To(ContainSubstring("ValidatingAdmissionPolicy '" + celform.Name(wp.Name) + "'"))
+
+			// The API server's type checking (which the controller manager
+			// runs, and this suite does not) finds nothing in the policy as
+			// generated with the exception, on the kinds' schemas.
+			vap, _, err := generated()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(vap.Spec.Variables).To(ContainElement(HaveField("Name", celform.VarExcepted)))
+			dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
+			Expect(err).NotTo(HaveOccurred())
+			hc, err := rest.HTTPClientFor(adminCfg)
+			Expect(err).NotTo(HaveOccurred())
+			mapper, err := apiutil.NewDynamicRESTMapper(adminCfg, hc)
+			Expect(err).NotTo(HaveOccurred())
+			tc := &validating.TypeChecker{SchemaResolver: &resolver.ClientDiscoveryResolver{Discovery: dc}, RestMapper: mapper}
+			Expect(tc.Check(vap)).To(BeEmpty())
+
+			// A Deployment the exception names, created over the limit.
+			dep = builders.New("Deployment", builders.Options{Namespace: ns, Name: excepted}).(*appsv1.Deployment)
+			setGPUs(dep, 2)
+			Expect(c.Create(ctx, dep)).To(Succeed())
+		})
+
+		It("denies again once the exception is deleted", func() {
+			Expect(c.Delete(ctx, ex)).To(Succeed())
+			Eventually(func(g Gomega) {
+				err := c.Create(ctx, namedGPUPod(excepted, 2), client.DryRunAll)
+				g.Expect(err).To(MatchError(ContainSubstring(refusedFor(2))))
+			}).Should(Succeed())
+		})
+
+		It("ratchets an update as modelgate does: the Deployment that already asks for too many GPUs scales, and cannot ask for more", func() {
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(dep), dep)).To(Succeed())
+			dep.Spec.Replicas = ptr.To[int32](3)
+			Expect(c.Update(ctx, dep, client.DryRunAll)).To(Succeed(), "an update keeping the old violation")
+			setGPUs(dep, 3)
+			Expect(c.Update(ctx, dep, client.DryRunAll)).To(MatchError(ContainSubstring(refusedFor(3))), "an update making it worse")
+		})
 	})
 
 	It("goes when the CEL form goes, and the condition with it", func() {
