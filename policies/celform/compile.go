@@ -30,6 +30,13 @@ var compileOptions = plugincel.OptionalVariableDeclarations{HasParams: false, Ha
 // messageOptions are those a message expression may read: no authorizer.
 var messageOptions = plugincel.OptionalVariableDeclarations{HasParams: false, HasAuthorizer: false}
 
+// celReserved are the words CEL reserves, which the API server refuses as
+// a variable's name (its validation of ValidatingAdmissionPolicies).
+var celReserved = []string{
+	"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
+	"if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+}
+
 // Check compiles wp's CEL form with modelgate's variables as the API server
 // compiles a new ValidatingAdmissionPolicy, and lists every problem at the
 // field path of the expression at fault. A policy without a CEL form has
@@ -47,6 +54,9 @@ func Check(wp *policyv1.WorkloadPolicy, k Keys) field.ErrorList {
 	}
 	for i, v := range form.Variables {
 		switch {
+		case slices.Contains(celReserved, v.Name):
+			errs = append(errs, field.Invalid(path.Child("variables").Index(i).Child("name"), v.Name,
+				fmt.Sprintf("is a word CEL reserves (%s), which the API server refuses as a variable's name: choose another name", strings.Join(celReserved, ", "))))
 		case slices.Contains(reservedNames, v.Name):
 			errs = append(errs, field.Invalid(path.Child("variables").Index(i).Child("name"), v.Name,
 				fmt.Sprintf("is one of modelgate's variables (%v): choose another name", reservedNames)))
@@ -87,6 +97,10 @@ func Check(wp *policyv1.WorkloadPolicy, k Keys) field.ErrorList {
 	}
 	for i, v := range form.Validations {
 		p := path.Child("validations").Index(i)
+		if strings.ContainsAny(v.Message, "\r\n") {
+			errs = append(errs, field.Invalid(p.Child("message"), v.Message,
+				"must not contain line breaks (the API server refuses them): write it on one line, or compute it with messageExpression"))
+		}
 		res := c.CompileCELExpression(&validating.ValidationCondition{Expression: v.Expression}, compileOptions, environment.NewExpressions)
 		if res.Error != nil {
 			errs = append(errs, field.Invalid(p.Child("expression"), v.Expression, res.Error.Detail))

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,7 +177,9 @@ func generate(wp *policyv1.WorkloadPolicy, k Keys, s Scope) (*generated, error) 
 	for i, v := range form.Validations {
 		msg := v.Message
 		if msg == "" {
-			msg = "failed expression: " + v.Expression
+			// The API server refuses a message with line breaks: a
+			// multi-line expression is quoted on one line.
+			msg = "failed expression: " + strings.Join(strings.Fields(v.Expression), " ")
 		}
 		validations[i] = admissionregistrationv1.Validation{
 			Expression: validation(wp, v, old),
