@@ -79,7 +79,7 @@ func newPipeline(t *testing.T, namespace string, nsLabels map[string]string, sam
 
 // celForm is the sample's CEL form as modelgate generates it for cfg, in
 // the webhooks' scope, compiled as the API server compiles it.
-func celForm(t *testing.T, cfg *config.Configuration, path string) *celform.Policy {
+func celForm(t testing.TB, cfg *config.Configuration, path string) *celform.Policy {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
