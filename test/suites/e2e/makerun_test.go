@@ -140,9 +140,12 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		// first refusal may take a moment after the bindings appear (each
 		// try waits out the hung modelgate's webhook timeout, then ignores
 		// it).
-		over := d.DeepCopy()
+		// The sample as written (d is as modelgate injected it).
+		over := &appsv1.Deployment{}
+		Expect(yaml.UnmarshalStrict(sample, over)).To(Succeed())
 		over.ObjectMeta = metav1.ObjectMeta{Name: "over-the-limit", Namespace: "default"}
-		over.Spec.Template.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")}
+		sixteen := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")}
+		over.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: sixteen, Requests: sixteen}
 		Eventually(func(g Gomega) {
 			err := dev.Create(ctx, over, client.DryRunAll)
 			g.Expect(err).To(HaveOccurred())
