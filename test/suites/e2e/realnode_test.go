@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -181,6 +183,9 @@ var _ = Describe("On the real node, when things go wrong", func() {
 			partial, err := filepath.Glob(filepath.Join(emptyDirOnNode(&pods[0], storeName), loader.StateDir, "partial", "*.json"))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(partial).NotTo(BeEmpty(), "no checkpoint yet")
+			// The first checkpoint may hold nothing yet (written as the
+			// download starts): wait for one that holds bytes.
+			g.Expect(checkpointed(g, partial[0])).To(BeNumerically(">", 0), "the checkpoint holds no bytes yet")
 			pid = processOf(g, pods[0].UID, "/modelgate", "load")
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(Succeed())
 		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
@@ -387,3 +392,25 @@ spec:
           initialDelaySeconds: 60
           periodSeconds: 5
 `
+
+// checkpointed is how many bytes of the shard a loader checkpoint
+// (loader/checkpoint.go) holds on disk: whole parts and parts' prefixes.
+func checkpointed(g Gomega, path string) int64 {
+	b, err := os.ReadFile(path) //nolint:gosec // a checkpoint of the test's own Pod, found by the glob above
+	g.Expect(err).NotTo(HaveOccurred())
+	var c struct {
+		Size     int64            `json:"size"`
+		PartSize int64            `json:"partSize"`
+		Done     []byte           `json:"done"`
+		Partial  map[string]int64 `json:"partial"`
+	}
+	g.Expect(json.Unmarshal(b, &c)).To(Succeed())
+	var n int64
+	for _, d := range c.Done {
+		n += int64(bits.OnesCount8(d)) * c.PartSize
+	}
+	for _, p := range c.Partial {
+		n += p
+	}
+	return n
+}
