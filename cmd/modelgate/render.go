@@ -332,8 +332,11 @@ func writeDecision(w io.Writer, what string, o *offline.Outcome) {
 		cel = offline.Denied
 	}
 	fmt.Fprintf(w, "  cel: %s\n", cel)
-	for _, l := range slices.Concat(o.CEL.Denials, o.CEL.Warnings) {
+	for _, l := range o.CEL.Denials {
 		fmt.Fprintln(w, "    "+l)
+	}
+	for _, l := range o.CEL.Warnings {
+		fmt.Fprintln(w, "    warning: "+l)
 	}
 }
 
