@@ -396,7 +396,7 @@ spec:
 // checkpointed is how many bytes of the shard a loader checkpoint
 // (loader/checkpoint.go) holds on disk: whole parts and parts' prefixes.
 func checkpointed(g Gomega, path string) int64 {
-	b, err := os.ReadFile(path) //nolint:gosec // a checkpoint of the test's own Pod, found by the glob above
+	b, err := os.ReadFile(path)
 	g.Expect(err).NotTo(HaveOccurred())
 	var c struct {
 		Size     int64            `json:"size"`
