@@ -158,6 +158,7 @@ func TestHelmChartIsTheKustomizeInstall(t *testing.T) {
 	}{
 		{defaultInstall, nil},
 		{selfManagedInstall, []string{"certificates.mode=self"}},
+		{"config/backstop", []string{"configuration.policy.backstop=true"}},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			want, err := render.Render(filepath.Join(root, tc.dir))
