@@ -264,7 +264,7 @@ func Register(mgr manager.Manager, cfg *config.Configuration, extensions ...Exte
 	claims := &cachedClaims{reader: mgr.GetCache()}
 	registerWorkloads(srv, cfg, ns, engine, pm, claims)
 	srv.Register(ValidatePolicyPath, &admission.Webhook{
-		Handler:      PolicyValidator{GPU: celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}},
+		Handler:      PolicyValidator{GPU: celform.KeysOf(cfg)},
 		RecoverPanic: ptr.To(true),
 	})
 	if err := mgr.Add(runnable.EveryReplica(func(ctx context.Context) error {

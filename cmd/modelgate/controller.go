@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -23,8 +22,8 @@ import (
 func addController(mgr manager.Manager, cfg *config.Configuration) error {
 	cel := &celpolicy.Reconciler{
 		Client:  mgr.GetClient(),
-		Keys:    celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel},
-		Scope:   celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace)),
+		Keys:    celform.KeysOf(cfg),
+		Scope:   celform.ScopeOf(cfg),
 		Enforce: ptr.Deref(cfg.Policy.Backstop, false),
 	}
 	if d := cfg.Policy.Exceptions.ClockSkew; d != nil {

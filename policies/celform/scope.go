@@ -1,9 +1,12 @@
 package celform
 
 import (
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 )
 
 // The validating webhooks' scope (config/webhook/validating-selectors.yaml),
@@ -81,4 +84,17 @@ func WebhookScope(excluded []string) Scope {
 // indent indents the lines after the first of a nested expression.
 func indent(s string) string {
 	return strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// KeysOf are the keys a Configuration gives modelgate's variables: its
+// injection.gpu resource and product label.
+func KeysOf(cfg *config.Configuration) Keys {
+	return Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}
+}
+
+// ScopeOf is the validating webhooks' scope under a Configuration
+// (WebhookScope): its injection.excludedNamespaces and modelgate's own
+// namespace excluded.
+func ScopeOf(cfg *config.Configuration) Scope {
+	return WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace))
 }

@@ -89,9 +89,7 @@ func celForm(t testing.TB, cfg *config.Configuration, path string) *celform.Poli
 	if err := yaml.Unmarshal(data, &wp); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	keys := celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel}
-	scope := celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace))
-	vap, binding, err := celform.Generate(&wp, keys, scope)
+	vap, binding, err := celform.Generate(&wp, celform.KeysOf(cfg), celform.ScopeOf(cfg))
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
