@@ -185,7 +185,7 @@ type Admitter struct {
 }
 
 // SetCEL makes the admitter judge each object with the policies' CEL forms
-// too, as the API server would (LoadCELForms), with the exceptions the
+// too, as the API server would (LoadPoliciesWithCEL), with the exceptions the
 // engine applies.
 func (a *Admitter) SetCEL(f *CELForms) { a.cel = f }
 

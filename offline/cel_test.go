@@ -79,11 +79,7 @@ func TestCELFormsOffline(t *testing.T) {
 	}
 	ctx := context.Background()
 	cfg := config.New()
-	cs, err := LoadPolicies(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cel, err := LoadCELForms(ctx, path, cfg)
+	cs, cel, err := LoadPoliciesWithCEL(ctx, path, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,12 @@ package offline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
 
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
+	"github.com/modelgate/modelgate/policies"
 	"github.com/modelgate/modelgate/policies/celform"
 )
 
@@ -30,35 +31,33 @@ type celForm struct {
 	compiled map[string]*celform.Policy
 }
 
-// LoadCELForms reads the CEL forms of the WorkloadPolicies at path (as
-// LoadPolicies reads it; a policy directory of .rego files has none) and
-// compiles each without exceptions, so that one that does not compile is
-// told now. cfg gives the GPU keys and the webhooks' excluded namespaces.
-// Policies that do not load are LoadPolicies' to report: they are left out
-// here.
-func LoadCELForms(ctx context.Context, path string, cfg *config.Configuration) (*CELForms, error) {
-	files, regoDir, err := policyFiles(path)
-	if err != nil || regoDir {
-		return nil, err
+// ErrCELForms is the error of LoadPoliciesWithCEL when the policies load
+// but a CEL form cannot be generated or compiled for the Configuration.
+var ErrCELForms = errors.New("the policies' CEL forms do not compile")
+
+// LoadPoliciesWithCEL loads the policies at path as LoadPolicies does, and
+// the CEL forms of its WorkloadPolicies (a policy directory of .rego files
+// has none), reading and compiling each file once. Each form is compiled
+// without exceptions, so that one that does not compile is told now; cfg
+// gives the GPU keys and the webhooks' excluded namespaces. The error is
+// LoadPolicies', or one that wraps ErrCELForms.
+func LoadPoliciesWithCEL(ctx context.Context, path string, cfg *config.Configuration) ([]*policies.Compiled, *CELForms, error) {
+	cs, loaded, err := loadPolicies(ctx, path)
+	if err != nil {
+		return nil, nil, err
 	}
-	f := &CELForms{
-		keys:  celform.Keys{GPUResource: cfg.Injection.GPU.ResourceName, ProductLabel: cfg.Injection.GPU.ProductLabel},
-		scope: celform.WebhookScope(append(slices.Clone(cfg.Injection.ExcludedNamespaces), cfg.Namespace)),
-	}
-	for _, file := range files {
-		loaded, _ := loadPolicyFile(ctx, file)
-		for _, l := range loaded {
-			if l.wp.Spec.CEL == nil {
-				continue
-			}
-			form := &celForm{wp: l.wp, where: l.where, compiled: map[string]*celform.Policy{}}
-			if _, err := f.compile(form, nil); err != nil {
-				return nil, err
-			}
-			f.forms = append(f.forms, form)
+	f := &CELForms{keys: celform.KeysOf(cfg), scope: celform.ScopeOf(cfg)}
+	for _, l := range loaded {
+		if l.wp.Spec.CEL == nil {
+			continue
 		}
+		form := &celForm{wp: l.wp, where: l.where, compiled: map[string]*celform.Policy{}}
+		if _, err := f.compile(form, nil); err != nil {
+			return nil, nil, fmt.Errorf("%w:\n%w", ErrCELForms, err)
+		}
+		f.forms = append(f.forms, form)
 	}
-	return f, nil
+	return cs, f, nil
 }
 
 // Len is the number of CEL forms; a nil CELForms has none.

@@ -52,16 +52,24 @@ func (e *PositionError) Unwrap() error { return e.Err }
 // error joins one error per failure, with file:line:col where there is a
 // position (a Rego problem in a WorkloadPolicy is placed in its YAML file).
 func LoadPolicies(ctx context.Context, path string) ([]*policies.Compiled, error) {
+	cs, _, err := loadPolicies(ctx, path)
+	return cs, err
+}
+
+// loadPolicies is LoadPolicies, with the WorkloadPolicies it compiled
+// (none from a policy directory), for their CEL forms.
+func loadPolicies(ctx context.Context, path string) ([]*policies.Compiled, []located, error) {
 	files, regoDir, err := policyFiles(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if regoDir {
 		cs, errs := policies.LoadDir(ctx, path)
-		return cs, errors.Join(errs...)
+		return cs, nil, errors.Join(errs...)
 	}
 	var (
 		out   []*policies.Compiled
+		wps   []located
 		errs  []error
 		where = map[string]string{}
 	)
@@ -75,12 +83,13 @@ func LoadPolicies(ctx context.Context, path string) ([]*policies.Compiled, error
 			}
 			where[l.c.Name()] = l.where
 			out = append(out, l.c)
+			wps = append(wps, l)
 		}
 	}
 	if len(out) == 0 && len(errs) == 0 {
-		return nil, fmt.Errorf("%s %w", path, ErrNoPolicies)
+		return nil, nil, fmt.Errorf("%s %w", path, ErrNoPolicies)
 	}
-	return out, errors.Join(errs...)
+	return out, wps, errors.Join(errs...)
 }
 
 // policyFiles are the YAML files of WorkloadPolicies at path (LoadPolicies),

@@ -112,10 +112,7 @@ func (r *Runner) setup(ctx context.Context, policyPath, configPath, exceptionPat
 	}
 	var cs []*policies.Compiled
 	if s.err == nil && policyPath != "" {
-		cs, s.err = LoadPolicies(ctx, policyPath)
-	}
-	if s.err == nil && policyPath != "" {
-		s.cel, s.err = LoadCELForms(ctx, policyPath, s.cfg)
+		cs, s.cel, s.err = LoadPoliciesWithCEL(ctx, policyPath, s.cfg)
 	}
 	if s.err == nil {
 		s.engine = NewEngine(s.cfg, cs)
@@ -129,7 +126,7 @@ func (r *Runner) setup(ctx context.Context, policyPath, configPath, exceptionPat
 }
 
 func (r *Runner) runCase(ctx context.Context, s *setup, dir string, defaults Target, c *Case) (Outcome, error) {
-	t := defaults.with(c.Target)
+	t := defaults.With(c.Target)
 	obj := []byte(c.Object)
 	if c.File != "" {
 		var err error
@@ -196,9 +193,10 @@ func isPolicyDir(path string) bool {
 	return len(m) > 0
 }
 
-// with returns t with the settings o sets replacing its own, and the
-// defaults filled in.
-func (t Target) with(o Target) Target {
+// With returns t with the settings o sets replacing its own, and the
+// defaults filled in: a case's target over its file's, as Runner takes
+// them.
+func (t Target) With(o Target) Target {
 	if o.Namespace != "" {
 		t.Namespace = o.Namespace
 	}

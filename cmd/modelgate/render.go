@@ -115,9 +115,16 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("--record-key %s: %w", f.recordKey, err))
 		}
 	}
-	var cs []*policies.Compiled
+	var (
+		cs  []*policies.Compiled
+		cel *offline.CELForms
+	)
 	if f.policies != "" {
-		if cs, err = offline.LoadPolicies(ctx, f.policies); err != nil {
+		cs, cel, err = offline.LoadPoliciesWithCEL(ctx, f.policies, cfg)
+		switch {
+		case errors.Is(err, offline.ErrCELForms):
+			return fail(err)
+		case err != nil:
 			return fail(fmt.Errorf("policies do not load:\n%w", err))
 		}
 	}
@@ -139,13 +146,7 @@ func render(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	admitter.SetClaims(claims)
-	if f.policies != "" {
-		cel, err := offline.LoadCELForms(ctx, f.policies, cfg)
-		if err != nil {
-			return fail(fmt.Errorf("the policies' CEL forms do not compile:\n%w", err))
-		}
-		admitter.SetCEL(cel)
-	}
+	admitter.SetCEL(cel)
 	r := &renderer{
 		admitter:  admitter,
 		namespace: f.namespace,

@@ -74,11 +74,9 @@ type corpusJudge struct {
 
 func newCorpusJudge(ctx context.Context, cfg *config.Configuration, policyPath, exceptionPath string) *corpusJudge {
 	GinkgoHelper()
-	cs, err := offline.LoadPolicies(ctx, policyPath)
+	cs, cel, err := offline.LoadPoliciesWithCEL(ctx, policyPath, cfg)
 	Expect(err).NotTo(HaveOccurred())
-	j := &corpusJudge{cfg: cfg, engine: offline.NewEngine(cfg, cs)}
-	j.cel, err = offline.LoadCELForms(ctx, policyPath, cfg)
-	Expect(err).NotTo(HaveOccurred())
+	j := &corpusJudge{cfg: cfg, engine: offline.NewEngine(cfg, cs), cel: cel}
 	j.exceptions, err = offline.PolicyPathExceptions(policyPath, "", offline.PolicyNames(cs))
 	Expect(err).NotTo(HaveOccurred())
 	j.objects = exceptionObjects(policyPath)
@@ -240,11 +238,9 @@ func corpusCases(ctx context.Context, dir, samples string, judges *corpusJudges)
 			obj, old := caseObject(fdir, c.Object, c.File), caseObject(fdir, c.OldObject, c.OldFile)
 			ti, err := offline.ReadTypeInfo(obj)
 			Expect(err).NotTo(HaveOccurred())
-			it.kind, it.t = ti.Kind, caseTarget(f.Target, c.Target, ti.Metadata.Namespace)
-			now := f.Now
-			if c.Now != nil {
-				now = c.Now
-			}
+			var now *metav1.Time
+			it.t, now = caseTarget(f.Target, c.Target, ti.Metadata.Namespace)
+			it.kind = ti.Kind
 			it.out, it.exceptions = j.admit(ctx, it.t, obj, old, now), j.inForce(it.t, now)
 			if old != nil {
 				it.old, it.oldOut = old, j.admit(ctx, it.t, old, nil, now)
@@ -277,34 +273,18 @@ func caseObject(dir string, inline []byte, file string) []byte {
 }
 
 // caseTarget is a case's target: its own settings over its file's, as
-// Runner takes them, in the object's own namespace when it names one.
-func caseTarget(file, own offline.Target, objectNS string) corpusTarget {
-	t := corpusTarget{ns: file.Namespace, labels: file.NamespaceLabels, user: file.User, groups: file.Groups}
-	if own.Namespace != "" {
-		t.ns = own.Namespace
-	}
-	if own.NamespaceLabels != nil {
-		t.labels = own.NamespaceLabels
-	}
-	if own.User != "" {
-		t.user = own.User
-	}
-	if own.Groups != nil {
-		t.groups = own.Groups
-	}
+// Runner takes them (offline.Target.With), in the object's own namespace
+// when it names one; and the time it is judged at.
+func caseTarget(file, own offline.Target, objectNS string) (corpusTarget, *metav1.Time) {
+	m := file.With(own)
+	t := corpusTarget{ns: m.Namespace, labels: m.NamespaceLabels, user: m.User, groups: m.Groups}
 	if objectNS != "" {
 		t.ns = objectNS
-	}
-	if t.ns == "" {
-		t.ns = offline.DefaultNamespace
-	}
-	if t.user == "" {
-		t.user = offline.DefaultTestUser
 	}
 	if t.labels == nil {
 		t.labels = map[string]string{}
 	}
-	return t
+	return t, m.Now
 }
 
 // resolved is a case file's path relative to its folder.
