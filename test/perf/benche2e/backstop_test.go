@@ -113,19 +113,7 @@ func TestWriteBackstop(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	row := func(prefix string) string {
-		for line := range strings.Lines(out) {
-			if strings.HasPrefix(line, "| "+prefix) {
-				var cells []string
-				for c := range strings.SplitSeq(strings.Trim(strings.TrimSpace(line), "|"), "|") {
-					cells = append(cells, strings.TrimSpace(c))
-				}
-				return strings.Join(cells[1:], " | ")
-			}
-		}
-		t.Fatalf("no row %q in:\n%s", prefix, out)
-		return ""
-	}
+	row := func(prefix string) string { return tableRow(t, out, prefix) }
 	for prefix, want := range map[string]string{
 		"metric ": "r1 unbound | r1 bound | r2 unbound | r2 bound | unbound (all) | bound (all) | bound ÷ unbound",
 		// 1..10 ms and 2..11 ms; pooled, each twice: the 10th of 20.

@@ -28,19 +28,7 @@ func TestWriteStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	row := func(prefix string) string {
-		for line := range strings.Lines(out) {
-			if strings.HasPrefix(line, "| "+prefix) {
-				var cells []string
-				for c := range strings.SplitSeq(strings.Trim(strings.TrimSpace(line), "|"), "|") {
-					cells = append(cells, strings.TrimSpace(c))
-				}
-				return strings.Join(cells[1:], " | ")
-			}
-		}
-		t.Fatalf("no row %q in:\n%s", prefix, out)
-		return ""
-	}
+	row := func(prefix string) string { return tableRow(t, out, prefix) }
 	for prefix, want := range map[string]string{
 		"metric":                             "r1 cache off | r1 cache on | r2 cache off | r2 cache on | cache off (all) | cache on (all) | on ÷ off",
 		"all pods Running after the creates": "4.00 s | 2.00 s | 4.00 s | 2.00 s | 4.00 s | 2.00 s | 0.50×",
@@ -55,4 +43,21 @@ func TestWriteStorm(t *testing.T) {
 	if !strings.Contains(out, "100 pods through Deployments of 25 replicas") || !strings.Contains(out, "2 round(s)") {
 		t.Errorf("the storm's header does not describe the run:\n%s", out)
 	}
+}
+
+// tableRow is the cells after the first of the report table's row that
+// starts with prefix, joined by " | ".
+func tableRow(t *testing.T, out, prefix string) string {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "| "+prefix) {
+			var cells []string
+			for c := range strings.SplitSeq(strings.Trim(strings.TrimSpace(line), "|"), "|") {
+				cells = append(cells, strings.TrimSpace(c))
+			}
+			return strings.Join(cells[1:], " | ")
+		}
+	}
+	t.Fatalf("no row %q in:\n%s", prefix, out)
+	return ""
 }
