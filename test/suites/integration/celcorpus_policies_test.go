@@ -170,7 +170,11 @@ func formNames(forms []*corpusForm) []string {
 // refuses with its latest message, every policy and binding written before
 // it is in force.
 type inForceProbe struct {
+	// name names the probe's policy, binding and ConfigMap; what its
+	// message says.
+	name, what string
 	vap        *admissionregistrationv1.ValidatingAdmissionPolicy
+	binding    *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	generation int
 }
 
@@ -178,14 +182,26 @@ type inForceProbe struct {
 const corpusInForce = "celcorpus-in-force"
 
 func (p *inForceProbe) message() string {
-	return fmt.Sprintf("the corpus's policies are in force (%d)", p.generation)
+	return fmt.Sprintf("%s (%d)", p.what, p.generation)
 }
 
-// install creates the probe and waits until the API server enforces it.
+// install creates the probe, deleted after the spec, and waits until the
+// API server enforces it.
 func (p *inForceProbe) install(ctx context.Context) {
 	GinkgoHelper()
+	p.name, p.what = corpusInForce, "the corpus's policies are in force"
+	p.create(ctx)
+	for _, obj := range p.objects() {
+		DeferCleanup(deleteObject, obj)
+	}
+	p.wait(ctx)
+}
+
+// create creates the probe's policy and binding.
+func (p *inForceProbe) create(ctx context.Context) {
+	GinkgoHelper()
 	p.vap = &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: corpusInForce},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
@@ -194,20 +210,23 @@ func (p *inForceProbe) install(ctx context.Context) {
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
 				},
 			}}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "probe", Expression: "object.metadata.name == '" + corpusInForce + "'"}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "probe", Expression: "object.metadata.name == '" + p.name + "'"}},
 			Validations:     []admissionregistrationv1.Validation{{Expression: "false", Message: p.message()}},
 		},
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: corpusInForce},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: corpusInForce,
+	p.binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: p.name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
 	}
-	for _, obj := range []client.Object{p.vap, binding} {
+	for _, obj := range p.objects() {
 		Expect(admin.Create(ctx, obj)).To(Succeed())
-		DeferCleanup(deleteObject, obj)
 	}
-	p.wait(ctx)
+}
+
+// objects are the probe's policy and binding.
+func (p *inForceProbe) objects() []client.Object {
+	return []client.Object{p.vap, p.binding}
 }
 
 // bump changes the probe's message after a change of the generated
@@ -224,9 +243,30 @@ func (p *inForceProbe) bump(ctx context.Context) {
 func (p *inForceProbe) wait(ctx context.Context) {
 	GinkgoHelper()
 	Eventually(func() error {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: corpusInForce}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: p.name}}
 		return admin.Create(ctx, cm, client.DryRunAll)
 	}).Should(MatchError(ContainSubstring(p.message())))
+}
+
+// corpusOutOfForce names the policy, binding and ConfigMap of the probe
+// waitOutOfForce creates.
+const corpusOutOfForce = "celcorpus-out-of-force"
+
+// waitOutOfForce waits, after the generated policies and bindings are
+// deleted, until the API server no longer enforces them: it creates a
+// policy and binding of its own and waits until they refuse their
+// ConfigMap. The policy source's informers deliver a kind's changes in
+// the order they were written, so by then both have seen every deletion
+// before it. Its own probe stays in force a moment after it is deleted;
+// it refuses only a ConfigMap of its name.
+func waitOutOfForce(ctx context.Context) {
+	GinkgoHelper()
+	p := &inForceProbe{name: corpusOutOfForce, what: "the corpus's policies are out of force"}
+	p.create(ctx)
+	p.wait(ctx)
+	for _, obj := range p.objects() {
+		deleteObject(ctx, obj)
+	}
 }
 
 // startPolicyStatusController runs kube-controller-manager's policy

@@ -68,6 +68,10 @@ var _ = Describe("the policy library's CEL forms in a real API server", Ordered,
 	)
 
 	BeforeAll(func(ctx SpecContext) {
+		// Registered first, so run last: once every generated policy and
+		// binding is deleted, wait until the API server has dropped them,
+		// or the specs after this container meet them in force.
+		DeferCleanup(waitOutOfForce)
 		root, err := env.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		samples := filepath.Join(root, "config", "samples", "policies")
