@@ -23,6 +23,10 @@ HELM_VERSION ?= v3.22.0
 # Prometheus and promtool for make test-prometheus (and make run
 # PROMETHEUS=1), built from their module.
 PROMETHEUS_VERSION ?= v0.316.0
+# The Prometheus Operator, built from hack/prometheus-operator (its own
+# module: its dependencies are not modelgate's), at the version that
+# module's go.mod requires.
+PROMETHEUS_OPERATOR_VERSION := $(shell awk '$$1 == "require" && $$2 == "github.com/prometheus-operator/prometheus-operator" {print $$3}' hack/prometheus-operator/go.mod)
 # easyjson's generator is built from the main module, so at the version
 # go.mod requires for its runtime: keep the two equal.
 EASYJSON_VERSION ?= v0.9.2
@@ -33,6 +37,7 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 PROMETHEUS_BIN ?= $(LOCALBIN)/prometheus-$(PROMETHEUS_VERSION)
 PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
+PROMETHEUS_OPERATOR ?= $(LOCALBIN)/prometheus-operator-$(PROMETHEUS_OPERATOR_VERSION)
 EASYJSON ?= $(LOCALBIN)/easyjson-$(EASYJSON_VERSION)
 
 ## kube-apiserver and etcd for envtest and `make run`, built from source by
@@ -216,9 +221,9 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
 
 .PHONY: test-prometheus
-test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run config/prometheus under a real Prometheus (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then scrape the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token, cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
+test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) ## Run config/prometheus under a real Prometheus and Prometheus Operator (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then the Operator turns the ServiceMonitor and PrometheusRule into a Prometheus configuration that scrapes the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token; cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/prometheus/... -count=1 -timeout=15m -v -args \
-		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL)
+		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL) -prometheus-operator=$(PROMETHEUS_OPERATOR)
 
 .PHONY: test-backstop
 test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (policy.backstop) on the simulated cluster: with every modelgate replica stopped, the API server refuses a GPU Pod over a library policy with its message and admits a compliant one uninjected; modelgate's audit then reports it (test/suites/backstop).
@@ -228,9 +233,9 @@ test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (poli
 ## test/suites/makerun runs after test/suites/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/suites/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/suites/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
 	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v $(GINKGO_ARGS) \
-		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN) || exit 1; done
+		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN) -prometheus-operator=$(PROMETHEUS_OPERATOR) || exit 1; done
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
 
@@ -287,8 +292,8 @@ NODES ?= config/dev/nodes.yaml
 .PHONY: run
 ## PROMETHEUS=1 also runs Prometheus (built into bin/ once) with
 ## config/prometheus's objects and alerts, scraping modelgate.
-RUN_PROMETHEUS_DEPS := $(if $(filter 1,$(PROMETHEUS)),$(PROMETHEUS_BIN) $(PROMTOOL))
-RUN_PROMETHEUS_FLAG := $(if $(filter 1,$(PROMETHEUS)),--prometheus $(PROMETHEUS_BIN))
+RUN_PROMETHEUS_DEPS := $(if $(filter 1,$(PROMETHEUS)),$(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR))
+RUN_PROMETHEUS_FLAG := $(if $(filter 1,$(PROMETHEUS)),--prometheus $(PROMETHEUS_BIN) --prometheus-operator $(PROMETHEUS_OPERATOR))
 run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl $(RUN_PROMETHEUS_DEPS) ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything); PROMETHEUS=1 adds a Prometheus scraping it with config/prometheus's objects and alerts.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES) $(RUN_PROMETHEUS_FLAG)
 
@@ -469,6 +474,13 @@ $(PROMETHEUS_BIN) $(PROMTOOL) &:
 	GOBIN=$(LOCALBIN)/.tmp $(GO) install -tags remove_all_sd,enable_kubernetes_sd github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION) github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
 	mv $(LOCALBIN)/.tmp/prometheus $(PROMETHEUS_BIN)
 	mv $(LOCALBIN)/.tmp/promtool $(PROMTOOL)
+
+## The Operator's go.mod has replace directives (go install @version refuses
+## it): built in hack/prometheus-operator, with its version stamped as its
+## release build does (its config-reloader image tag is derived from it).
+$(PROMETHEUS_OPERATOR): hack/prometheus-operator/go.mod hack/prometheus-operator/go.sum
+	@echo "building the Prometheus Operator $(PROMETHEUS_OPERATOR_VERSION) from source (9 CPU-minutes with an empty Go build cache, once)"
+	cd hack/prometheus-operator && CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/prometheus/common/version.Version=$(PROMETHEUS_OPERATOR_VERSION:v%=%)" -o $@ github.com/prometheus-operator/prometheus-operator/cmd/operator
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the built tools and control plane).

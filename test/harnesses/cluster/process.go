@@ -140,6 +140,16 @@ func StartProcess(name, binary string, args []string, log string) (*Process, err
 	return &Process{p: p}, nil
 }
 
+// StartProcessEnv is StartProcess with the environment env (the caller's
+// when nil).
+func StartProcessEnv(name, binary string, args, env []string, log string) (*Process, error) {
+	p, err := startProcessEnv(name, binary, args, env, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.p.Exited() }
 

@@ -38,13 +38,18 @@ func main() {
 	dir := flag.String("dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
 	realNode := flag.String("real-node", "auto", "the real node (kubelet + containerd): auto (when root and the machine allows it), on (fail without it) or off")
 	prom := flag.String("prometheus", "", "a prometheus binary to run beside the cluster, scraping modelgate with config/prometheus's objects (make run PROMETHEUS=1); empty: none")
+	operator := flag.String("prometheus-operator", "", "the Prometheus Operator binary that generates --prometheus's configuration from config/prometheus's objects; required with --prometheus")
 	flag.Parse()
 	mode, err := realNodeMode(*realNode)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(2)
 	}
-	if err := run(*binary, *user, *nodes, *dir, *prom, mode); err != nil {
+	if (*prom == "") != (*operator == "") {
+		fmt.Fprintln(os.Stderr, "make run: --prometheus and --prometheus-operator go together")
+		os.Exit(2)
+	}
+	if err := run(*binary, *user, *nodes, *dir, *prom, *operator, mode); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
@@ -77,7 +82,7 @@ func realNodeMode(s string) (cluster.RealNodeMode, error) {
 	return 0, fmt.Errorf("--real-node=%q: must be auto, on or off", s)
 }
 
-func run(binary, user, nodes, devDir, promBinary string, mode cluster.RealNodeMode) error {
+func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cluster.RealNodeMode) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -149,10 +154,11 @@ func run(binary, user, nodes, devDir, promBinary string, mode cluster.RealNodeMo
 	}
 	var prom *prometheus.Server
 	if promBinary != "" {
-		if prom, err = startPrometheus(ctx, promBinary, root, devDir, c, admin, metricsAddr); err != nil {
+		var stopProm func()
+		if prom, stopProm, err = startPrometheus(ctx, promBinary, operatorBinary, root, devDir, c, admin, metricsAddr); err != nil {
 			return fmt.Errorf("starting prometheus: %w", err)
 		}
-		defer func() { _ = prom.Stop() }()
+		defer stopProm()
 	}
 	// What was just set up acts before make run says it is ready.
 	if c.RealNode != nil {

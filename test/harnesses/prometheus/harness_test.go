@@ -1,71 +1,148 @@
 package prometheus
 
 import (
+	"os"
 	"strings"
 	"testing"
 
-	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
 )
 
-func serviceMonitor(edit func(*monitoringv1.ServiceMonitor)) *monitoringv1.ServiceMonitor {
-	sm := &monitoringv1.ServiceMonitor{
-		ObjectMeta: metav1.ObjectMeta{Name: "modelgate", Namespace: "modelgate-system"},
-		Spec: monitoringv1.ServiceMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "modelgate"}},
-			Endpoints: []monitoringv1.Endpoint{{
-				Port: "metrics", Path: "/metrics", Scheme: ptr.To(monitoringv1.SchemeHTTPS),
-			}},
-		},
-	}
-	sm.Spec.Endpoints[0].Authorization = &monitoringv1.SafeAuthorization{Type: "Bearer",
-		Credentials: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "token"}, Key: "token"}}
-	if edit != nil {
-		edit(sm)
-	}
-	return sm
-}
+// generated is a configuration as the Operator generates it for its Pod
+// (abridged): a ServiceMonitor's job, with shard relabeling, the API
+// server's job from an additional scrape configuration, and the rules.
+const generated = `global:
+  scrape_interval: 2s
+  external_labels:
+    prometheus: monitoring/k8s
+    prometheus_replica: $(POD_NAME)
+rule_files:
+- /etc/prometheus/rules/prometheus-k8s-rulefiles-0/*.yaml
+scrape_configs:
+- job_name: serviceMonitor/modelgate-system/modelgate/0
+  scrape_interval: 30s
+  scheme: https
+  authorization:
+    type: Bearer
+    credentials: tok
+  kubernetes_sd_configs:
+  - role: endpoints
+    api_server: https://127.0.0.1:6443
+    authorization:
+      credentials_file: /var/run/secrets/kubernetes.io/serviceaccount/token
+    tls_config:
+      ca_file: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+  relabel_configs:
+  - source_labels: [__tmp_hash]
+    regex: $(SHARD)
+    action: keep
+  - source_labels: [__address__]
+    regex: 192\.0\.2\.\d+:(\d+)
+    target_label: __address__
+    replacement: 127.0.0.1:${1}
+- job_name: apiserver
+  tls_config:
+    ca_file: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+  static_configs:
+  - targets: [127.0.0.1:6443]
+`
 
-// TestServiceMonitorJobsRefusesWhatItDoesNotTranslate: a ServiceMonitor
-// field the translation would drop fails it, so the test cannot scrape
-// otherwise than the Operator would.
-func TestServiceMonitorJobsRefusesWhatItDoesNotTranslate(t *testing.T) {
-	secret := func(corev1.SecretKeySelector) (string, error) { return "tok", nil }
+// TestForHost: ForHost changes the Pod's paths, the config-reloader's
+// variables and the scrape intervals, and nothing else; a path or a
+// variable it has nothing for is an error.
+func TestForHost(t *testing.T) {
+	host := HostFiles{
+		Mounts: map[string]string{PodServiceAccountDir: "/tmp/x/sa", PodRulesDir: "/tmp/x/rules"},
+		Env:    map[string]string{"POD_NAME": "prometheus-k8s-0", "SHARD": "0"},
+	}
+	want := strings.NewReplacer(
+		"$(POD_NAME)", "prometheus-k8s-0",
+		"$(SHARD)", `"0"`,
+		"/etc/prometheus/rules/", "/tmp/x/rules/",
+		"/var/run/secrets/kubernetes.io/serviceaccount/", "/tmp/x/sa/",
+	).Replace(generated)
 	for name, tc := range map[string]struct {
-		edit    func(*monitoringv1.ServiceMonitor)
-		wantErr string
+		generated string
+		host      func(*HostFiles)
+		want      string
+		// wantChanges counts the changes ForHost reports, each once.
+		wantChanges int
+		wantErr     string
 	}{
-		"as shipped": {},
-		"honorLabels": {edit: func(sm *monitoringv1.ServiceMonitor) { sm.Spec.Endpoints[0].HonorLabels = true },
-			wantErr: "not translated"},
-		"relabelings": {edit: func(sm *monitoringv1.ServiceMonitor) {
-			sm.Spec.Endpoints[0].RelabelConfigs = []monitoringv1.RelabelConfig{{TargetLabel: "x"}}
-		}, wantErr: "not translated"},
-		"namespaceSelector": {edit: func(sm *monitoringv1.ServiceMonitor) { sm.Spec.NamespaceSelector.Any = true },
-			wantErr: "not translated"},
-		"matchExpressions": {edit: func(sm *monitoringv1.ServiceMonitor) {
-			sm.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpExists}}
-		}, wantErr: "matchExpressions"},
-		"a CA to verify": {edit: func(sm *monitoringv1.ServiceMonitor) {
-			sm.Spec.Endpoints[0].TLSConfig = &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{ServerName: ptr.To("x")}}
-		}, wantErr: "only insecureSkipVerify"},
+		// The replica, the shard, the rule files, the token, the CA (twice).
+		"as generated, for the host": {generated: generated, want: want, wantChanges: 5},
+		"scrape intervals": {generated: generated, host: func(h *HostFiles) { h.ScrapeInterval = "1s" },
+			want: strings.ReplaceAll(strings.ReplaceAll(want, "30s", "1s"), "2s", "1s")},
+		"a variable the reloader has not": {generated: generated + "  - labels: {x: $(NODE_NAME)}\n", wantErr: "$(NODE_NAME) has no value"},
+		"a path under no mount": {generated: strings.ReplaceAll(generated, "/etc/prometheus/rules/", "/etc/prometheus/certs/"),
+			wantErr: "/etc/prometheus/certs/prometheus-k8s-rulefiles-0/*.yaml is under no folder"},
+		"a relative path is the Pod's working folder's": {generated: strings.ReplaceAll(generated, "/etc/prometheus/rules/", "rules/"),
+			want: strings.ReplaceAll(want, "/tmp/x/rules/", "rules/")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			jobs, err := ServiceMonitorJobs(serviceMonitor(tc.edit), APIServer{URL: "https://127.0.0.1:1"}, secret, JobOptions{})
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("error %v", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
-			case tc.wantErr == "":
-				auth, _ := jobs[0]["authorization"].(map[string]any)
-				if len(jobs) != 1 || auth["credentials"] != "tok" || jobs[0]["scheme"] != "https" {
-					t.Fatalf("jobs %+v: want one https job with the Secret's token", jobs)
+			h := host
+			if tc.host != nil {
+				tc.host(&h)
+			}
+			got, changes, err := ForHost([]byte(tc.generated), h)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
 				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotV, wantV any
+			if err := yaml.Unmarshal(got, &gotV); err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal([]byte(tc.want), &wantV); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantV, gotV); diff != "" {
+				t.Errorf("ForHost (-want +got):\n%s", diff)
+			}
+			if tc.wantChanges != 0 && len(changes) != tc.wantChanges {
+				t.Errorf("changes %q, want %d", changes, tc.wantChanges)
 			}
 		})
+	}
+}
+
+// TestReleaseVersion: the Prometheus resource asks for the release of
+// the binary that runs its configuration, which its module's version
+// encodes.
+func TestReleaseVersion(t *testing.T) {
+	for name, tc := range map[string]struct{ module, want string }{
+		"3.16.0":              {module: "v0.316.0", want: "v3.16.0"},
+		"3.5.2":               {module: "v0.305.2", want: "v3.5.2"},
+		"a release candidate": {module: "v0.316.0-rc.1", want: "v3.16.0-rc.1"},
+		"a 2.x module":        {module: "v0.55.1"},
+		"a development build": {module: "(devel)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := releaseVersion(tc.module)
+			if tc.want == "" {
+				if err == nil {
+					t.Fatalf("releaseVersion(%q) = %q, want an error", tc.module, got)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("releaseVersion(%q) = %q, %v; want %q", tc.module, got, err, tc.want)
+			}
+		})
+	}
+	// A test binary's main module has no version: refused, not guessed.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := binaryVersion(self); err == nil {
+		t.Fatalf("binaryVersion of a test binary = %q, want an error", v)
 	}
 }
 

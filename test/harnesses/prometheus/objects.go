@@ -16,6 +16,9 @@ type Objects struct {
 	PrometheusRule *monitoringv1.PrometheusRule
 	// Dashboard is the Grafana dashboard's JSON.
 	Dashboard []byte
+	// Monitoring are the ServiceMonitor and the PrometheusRule as
+	// rendered, for the Operator.
+	Monitoring []*unstructured.Unstructured
 	// Others are the rest: the Service, the RBAC, the scraper's service
 	// account and token Secret.
 	Others []*unstructured.Unstructured
@@ -42,11 +45,13 @@ func Split(objs []*unstructured.Unstructured) (*Objects, error) {
 			if err := strict(u, o.ServiceMonitor); err != nil {
 				return nil, err
 			}
+			o.Monitoring = append(o.Monitoring, u)
 		case u.GetKind() == monitoringv1.PrometheusRuleKind && o.PrometheusRule == nil:
 			o.PrometheusRule = &monitoringv1.PrometheusRule{}
 			if err := strict(u, o.PrometheusRule); err != nil {
 				return nil, err
 			}
+			o.Monitoring = append(o.Monitoring, u)
 		case u.GetKind() == "ConfigMap" && o.Dashboard == nil:
 			d, ok, err := unstructured.NestedString(u.Object, "data", dashboardKey)
 			if err != nil || !ok {

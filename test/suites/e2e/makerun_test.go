@@ -35,6 +35,9 @@ var devclusterBinary = flag.String("devcluster", "", "the program behind `make r
 // prometheusBinary is what make run PROMETHEUS=1 runs beside the cluster.
 var prometheusBinary = flag.String("prometheus", "", "the prometheus binary make run PROMETHEUS=1 runs (bin/prometheus-<version>, built by make test-e2e)")
 
+// operatorBinary generates make run PROMETHEUS=1's Prometheus configuration.
+var operatorBinary = flag.String("prometheus-operator", "", "the Prometheus Operator binary make run PROMETHEUS=1 runs (bin/prometheus-operator-<version>, built by make test-e2e)")
+
 var _ = Describe("make run (bin/devcluster)", func() {
 	It("prints the nodes, then where the sample's Pods land, and leaves no process behind on Ctrl-C", func(ctx SpecContext) {
 		root, err := env.RepoRoot()
@@ -46,8 +49,9 @@ var _ = Describe("make run (bin/devcluster)", func() {
 		dir := GinkgoT().TempDir()
 		out := gbytes.NewBuffer()
 		Expect(*prometheusBinary).NotTo(BeEmpty(), "-prometheus is required (make test-e2e gives it)")
+		Expect(*operatorBinary).NotTo(BeEmpty(), "-prometheus-operator is required (make test-e2e gives it)")
 		cmd := exec.Command(binary, "--modelgate", filepath.Join(root, "bin", "modelgate"), "--dir", dir, "--user", "newcomer",
-			"--prometheus", *prometheusBinary)
+			"--prometheus", *prometheusBinary, "--prometheus-operator", *operatorBinary)
 		cmd.Dir = root
 		cmd.Stdout, cmd.Stderr = out, out
 		Expect(cmd.Start()).To(Succeed(), "run `make devcluster`")

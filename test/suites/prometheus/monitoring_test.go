@@ -1,10 +1,12 @@
 // Package prometheus_test runs config/prometheus under a real Prometheus
 // (test/harnesses/prometheus): promtool's rule unit tests for every alert,
 // then a live scrape of modelgate and the API server in the simulated
-// cluster, in which every alert goes pending or firing and every dashboard
-// query returns series (but those needing an exporter the cluster lacks).
-// `make test-prometheus` runs it, with the -modelgate, -prometheus and
-// -promtool binaries it builds.
+// cluster, with the configuration the real Prometheus Operator generates
+// from the shipped ServiceMonitor and PrometheusRule, in which every alert
+// goes pending or firing and every dashboard query returns series (but
+// those needing an exporter the cluster lacks). `make test-prometheus`
+// runs it, with the -modelgate, -prometheus, -promtool and
+// -prometheus-operator binaries it builds.
 package prometheus_test
 
 import (
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	admissionv1 "k8s.io/api/admission/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -54,6 +57,7 @@ var (
 	modelgateBinary  = flag.String("modelgate", "", "the modelgate binary (bin/modelgate)")
 	prometheusBinary = flag.String("prometheus", "", "the prometheus binary (bin/prometheus-<version>)")
 	promtoolBinary   = flag.String("promtool", "", "the promtool binary (bin/promtool-<version>)")
+	operatorBinary   = flag.String("prometheus-operator", "", "the Prometheus Operator binary (bin/prometheus-operator-<version>)")
 )
 
 const (
@@ -64,15 +68,17 @@ const (
 	team = "team-a"
 )
 
-// TestMonitoring installs config/prometheus's objects in the simulated
-// cluster, has a real Prometheus scrape modelgate with them (and the API
+// TestMonitoring installs the Prometheus Operator and config/prometheus's
+// objects in the simulated cluster, has a real Prometheus scrape modelgate
+// with the configuration the Operator generates from them (and the API
 // server), causes each event the alerts watch, and asserts through
 // Prometheus's API that every alert goes pending or firing and every
 // dashboard query returns series, but those marked as needing another
 // exporter (kube-state-metrics, cert-manager), which this cluster lacks.
 func TestMonitoring(t *testing.T) {
 	logf.SetLogger(logr.Discard())
-	for name, f := range map[string]*string{"-modelgate": modelgateBinary, "-prometheus": prometheusBinary, "-promtool": promtoolBinary} {
+	for name, f := range map[string]*string{"-modelgate": modelgateBinary, "-prometheus": prometheusBinary, "-promtool": promtoolBinary,
+		"-prometheus-operator": operatorBinary} {
 		if *f == "" {
 			t.Fatalf("%s is required (make test-prometheus gives it)", name)
 		}
@@ -104,14 +110,6 @@ func TestMonitoring(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config/prometheus: %v", err)
 	}
-	// The rules, as the Operator hands them to Prometheus, pass promtool.
-	rules := filepath.Join(dir, "rules.yaml")
-	ruleFile, err := prometheus.RuleFile(objs.PrometheusRule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, rules, ruleFile)
-	checkRules(t, rules, objs.PrometheusRule)
 	alerts, err := prometheus.Alerts(objs.PrometheusRule)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +143,8 @@ func TestMonitoring(t *testing.T) {
 	// The replicas' targets, by their instance label: the first is the
 	// one the API server calls.
 	first, other := instance(metricsAddr(t, c.Configuration)), instance(second.MetricsAddr)
-	installMonitoring(ctx, t, objs, admin, k8s, c, second)
-	prom := startPrometheus(ctx, t, objs, dir, admin, c, rules)
+	installMonitoring(ctx, t, root, dir, objs, admin, k8s, c, second)
+	prom := startPrometheus(ctx, t, objs, dir, admin, c)
 	waitTargets(ctx, t, prom, 3)
 
 	// Everything but the broken policy file and the failed audit passes:
@@ -222,11 +220,27 @@ func newClient(t *testing.T, c *cluster.Cluster) client.Client {
 }
 
 // installMonitoring does what installing kube-prometheus and then
-// config/prometheus does, but for the Operator's own work, and proves
-// that the Prometheus account lists modelgate's endpoints only thanks to
-// the discovery Role.
-func installMonitoring(ctx context.Context, t *testing.T, objs *prometheus.Objects, admin client.Client, k8s kubernetes.Interface, c *cluster.Cluster, second *cluster.Replica) {
+// config/prometheus does: the Prometheus Operator (its CRDs and RBAC, and
+// the Operator itself, running until the test ends), Prometheus's account,
+// and config/prometheus's objects; and proves that the Prometheus account
+// lists modelgate's endpoints only thanks to the discovery Role.
+func installMonitoring(ctx context.Context, t *testing.T, root, dir string, objs *prometheus.Objects, admin client.Client, k8s kubernetes.Interface, c *cluster.Cluster, second *cluster.Replica) {
 	t.Helper()
+	if err := prometheus.InstallOperator(ctx, admin, *operatorBinary, root); err != nil {
+		t.Fatal(err)
+	}
+	op, err := prometheus.StartOperator(ctx, c.Admin, *operatorBinary, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Prometheus Operator's log (last lines):\n%s", cluster.Tail(op.Log, 30))
+		}
+		if err := op.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	if err := prometheus.InstallKubePrometheus(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
@@ -255,20 +269,27 @@ func metricsAddr(t *testing.T, path string) string {
 	return cfg.Metrics.BindAddress
 }
 
-// startPrometheus starts Prometheus with the Operator's translation of
-// config/prometheus's ServiceMonitor, the API server's metrics and the
-// rules.
-func startPrometheus(ctx context.Context, t *testing.T, objs *prometheus.Objects, dir string, admin client.Client, c *cluster.Cluster, rules string) *prometheus.Server {
+// startPrometheus has the Operator generate the configuration of
+// kube-prometheus's Prometheus, with config/prometheus's ServiceMonitor and
+// PrometheusRule and the API server's metrics, checks its rule file, and
+// starts Prometheus with it (adjusted to a host process: ForHost).
+func startPrometheus(ctx context.Context, t *testing.T, objs *prometheus.Objects, dir string, admin client.Client, c *cluster.Cluster) *prometheus.Server {
 	t.Helper()
-	cfg, err := prometheus.Configure(ctx, admin, c.Admin, objs, dir, interval, []string{rules})
-	if err != nil {
-		t.Fatal(err)
-	}
 	promDir := filepath.Join(dir, "prometheus")
 	if err := os.MkdirAll(promDir, 0o750); err != nil {
 		t.Fatal(err)
 	}
-	s, err := prometheus.Start(ctx, *prometheusBinary, cfg, promDir)
+	sm, pr := objs.ServiceMonitor, objs.PrometheusRule
+	cfg, err := prometheus.Configure(ctx, admin, c.Admin, prometheus.ConfigOptions{Binary: *prometheusBinary, Interval: interval, Dir: promDir},
+		[]string{sm.Namespace + "/" + sm.Name}, []string{pr.Namespace + "/" + pr.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cfg.Adjusted {
+		t.Logf("the Operator's configuration, for a host process: %s", c)
+	}
+	checkRules(t, cfg, pr)
+	s, err := prometheus.Start(ctx, *prometheusBinary, cfg.Path, promDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,11 +325,34 @@ func describeTargets(ts []prometheus.Target) string {
 	return b.String()
 }
 
-// checkRules runs promtool check rules on the rule file and requires it
-// to count every rule of pr.
-func checkRules(t *testing.T, path string, pr *monitoringv1.PrometheusRule) {
+// checkRules requires the Operator's rule file of pr to be the one
+// promtool's unit tests run (prometheus.RuleFile: TestRules), and to pass
+// promtool check rules with every rule of pr counted.
+func checkRules(t *testing.T, cfg *prometheus.Config, pr *monitoringv1.PrometheusRule) {
 	t.Helper()
-	out, err := exec.Command(*promtoolBinary, "check", "rules", path).CombinedOutput()
+	generated, err := cfg.RuleFile(pr.Namespace + "/" + pr.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := prometheus.RuleFile(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gen, want any
+	if err := yaml.Unmarshal([]byte(generated), &gen); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(ours, &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, gen); diff != "" {
+		t.Errorf("the Operator's rule file differs from prometheus.RuleFile's, which promtool's unit tests run (-RuleFile +Operator):\n%s", diff)
+	}
+	paths := cfg.RuleFilePaths()
+	if len(paths) != 1 {
+		t.Fatalf("rule files %v, want the one of PrometheusRule %s/%s", paths, pr.Namespace, pr.Name)
+	}
+	out, err := exec.Command(*promtoolBinary, "check", "rules", paths[0]).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
