@@ -67,7 +67,8 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-hea
 
 ## The simulated cluster's real node (test/harnesses/cluster, as root): the kubelet
 ## (hack/envtest, beside kube-apiserver, its version stamped as a release's),
-## containerd, its runc shim and the CNI loopback plugin (hack/node), runc
+## containerd, its runc shim and the CNI plugins of the node's Pod network
+## (loopback, bridge, host-local: hack/node), runc
 ## from Debian's package, and the images it runs, built without a container
 ## engine by hack/imagebuild into bin/node/images: modelgate's (as `make
 ## image` builds it, for this machine's platform), the pause image
@@ -75,7 +76,8 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat-with-lease/node-hea
 CONTAINERD_VERSION ?= v2.4.2
 NODE_DIR := $(LOCALBIN)/node/$(CONTAINERD_VERSION)
 NODE_IMAGES := $(LOCALBIN)/node/images
-NODE_DEPS := $(ENVTEST_BUILT_DIR)/kubelet $(NODE_DIR)/containerd $(NODE_DIR)/containerd-shim-runc-v2 $(NODE_DIR)/cni/loopback
+CNI_PLUGINS := main/loopback main/bridge ipam/host-local
+NODE_DEPS := $(ENVTEST_BUILT_DIR)/kubelet $(NODE_DIR)/containerd $(NODE_DIR)/containerd-shim-runc-v2 $(addprefix $(NODE_DIR)/cni/,$(notdir $(CNI_PLUGINS)))
 KUBELET_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=$(word 1,$(subst ., ,$(K8S_VERSION))) \
 	-X k8s.io/component-base/version.gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))) \
@@ -182,7 +184,7 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies helm-lint test-integration test-prometheus test-backstop test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
+test: test-unit test-policies helm-lint test-integration test-prometheus test-backstop test-installed test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
@@ -224,6 +226,10 @@ test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager #
 test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) ## Run config/prometheus under a real Prometheus and Prometheus Operator (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then the Operator turns the ServiceMonitor and PrometheusRule into a Prometheus configuration that scrapes the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token; cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/prometheus/... -count=1 -timeout=15m -v -args \
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL) -prometheus-operator=$(PROMETHEUS_OPERATOR)
+
+.PHONY: test-installed
+test-installed: $(HELM) $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## Install modelgate as users do, into Pods on the simulated cluster's real node (as root): modelgate's image in the node's registry under the chart's reference, the chart installed by the pinned helm, two replicas in the node's Pod network answering every review, counted by their metrics, and the webhook unreachable once both are stopped (test/suites/installed).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/installed/... -count=1 -timeout=15m -v -args -ginkgo.v -helm=$(HELM)
 
 .PHONY: test-backstop
 test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (policy.backstop) on the simulated cluster: with every modelgate replica stopped, the API server refuses a GPU Pod over a library policy with its message and admits a compliant one uninjected; modelgate's audit then reports it (test/suites/backstop).
@@ -384,7 +390,7 @@ $(ENVTEST_BUILT_DIR)/etcd: hack/envtest/go.mod hack/envtest/go.sum
 	cd hack/envtest && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 .PHONY: cluster-tools
-cluster-tools: $(CLUSTER_DEPS) $(NODE_DEPS) runc ## Build kube-scheduler, kube-controller-manager, kwok (with its stages) and the real node's kubelet, containerd and CNI plugin for the simulated cluster; install runc (as root).
+cluster-tools: $(CLUSTER_DEPS) $(NODE_DEPS) runc ## Build kube-scheduler, kube-controller-manager, kwok (with its stages) and the real node's kubelet, containerd and CNI plugins for the simulated cluster; install runc (as root).
 
 $(ENVTEST_BUILT_DIR)/kubelet: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "building kubelet $(K8S_VERSION) from source (about 2 minutes on 2 cores, once)"
@@ -397,8 +403,8 @@ $(NODE_DIR)/containerd: hack/node/go.mod hack/node/go.sum
 $(NODE_DIR)/containerd-shim-runc-v2: hack/node/go.mod hack/node/go.sum
 	cd hack/node && CGO_ENABLED=0 $(GO) build -tags $(CONTAINERD_TAGS) -o $@ github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 
-$(NODE_DIR)/cni/loopback: hack/node/go.mod hack/node/go.sum
-	cd hack/node && CGO_ENABLED=0 $(GO) build -o $@ github.com/containernetworking/plugins/plugins/main/loopback
+$(addprefix $(NODE_DIR)/cni/,$(notdir $(CNI_PLUGINS))): hack/node/go.mod hack/node/go.sum
+	cd hack/node && CGO_ENABLED=0 $(GO) build -o $@ github.com/containernetworking/plugins/plugins/$(filter %/$(notdir $@),$(CNI_PLUGINS))
 
 ## runc is the one program of the real node that is not built here: Debian's
 ## package, installed when missing and root (the node needs root anyway).

@@ -26,6 +26,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.70.1
 	github.com/prometheus/prometheus v0.310.0
+	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	golang.org/x/oauth2 v0.37.0
 	golang.org/x/sync v0.24.0
@@ -51,6 +52,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 	tags.cncf.io/container-device-interface/specs-go v1.1.0
 )
+
+require github.com/vishvananda/netns v0.0.5 // indirect
 
 require (
 	cel.dev/expr v0.25.2 // indirect

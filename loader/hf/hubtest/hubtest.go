@@ -17,6 +17,8 @@ package hubtest
 import (
 	"crypto/rand"
 	"crypto/x509"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,6 +54,7 @@ type Option func(*settings)
 
 type settings struct {
 	tls      bool
+	host     string
 	pageSize int
 	tokens   []string
 }
@@ -59,6 +62,11 @@ type settings struct {
 // WithTLS serves both the Hub and the CDN over HTTPS (and HTTP/2), with
 // httptest's certificate: see Client and Certificate.
 func WithTLS() Option { return func(s *settings) { s.tls = true } }
+
+// WithHost serves both the Hub and the CDN on host (an address of this
+// machine) instead of 127.0.0.1: one that containers in network
+// namespaces of their own reach, such as a Pod bridge's gateway.
+func WithHost(host string) Option { return func(s *settings) { s.host = host } }
 
 // WithPageSize sets the number of tree entries per page (at least 1):
 // small values exercise pagination.
@@ -91,7 +99,8 @@ type Server struct {
 	auth     map[Route]map[string]int
 }
 
-// New starts a Hub and a CDN on loopback; Close stops them.
+// New starts a Hub and a CDN on loopback (or WithHost's address); Close
+// stops them.
 func New(opts ...Option) *Server {
 	st := settings{pageSize: DefaultPageSize}
 	for _, o := range opts {
@@ -111,14 +120,22 @@ func New(opts ...Option) *Server {
 	for _, t := range st.tokens {
 		s.tokens[t] = true
 	}
-	s.hub = start(http.HandlerFunc(s.serveHub), st.tls)
-	s.cdn = start(http.HandlerFunc(s.serveCDN), st.tls)
+	s.hub = start(http.HandlerFunc(s.serveHub), st)
+	s.cdn = start(http.HandlerFunc(s.serveCDN), st)
 	return s
 }
 
-func start(h http.Handler, tls bool) *httptest.Server {
+func start(h http.Handler, st settings) *httptest.Server {
 	srv := httptest.NewUnstartedServer(h)
-	if tls {
+	if st.host != "" {
+		l, err := net.Listen("tcp", net.JoinHostPort(st.host, "0"))
+		if err != nil {
+			panic(fmt.Sprintf("hubtest: listening on %s: %v", st.host, err))
+		}
+		_ = srv.Listener.Close()
+		srv.Listener = l
+	}
+	if st.tls {
 		srv.EnableHTTP2 = true
 		srv.StartTLS()
 	} else {

@@ -70,12 +70,32 @@ type Options struct {
 	ExtraRBAC []string
 	// RealNode says whether to start the real node beside kwok's, and how.
 	RealNode RealNodeOptions
+	// Install says how modelgate is installed: by the harness, as a
+	// process of this machine (the default), or not at all.
+	Install Install
 	// Backstop installs modelgate as policy.backstop has it: the
 	// Configuration's policy.backstop on (the WorkloadPolicies' CEL forms
 	// in force as ValidatingAdmissionPolicies) and the webhooks of
 	// webhook.FailOpenWithBackstop failing open.
 	Backstop bool
 }
+
+// Install says how Start installs modelgate.
+type Install int
+
+const (
+	// InstallHostProcess runs Options.Modelgate as a process of this
+	// machine, as its own service account with config/rbac's permissions,
+	// behind config/'s CRDs and webhook configurations (pointing at it),
+	// which Start installs: fast to start and to restart, for `make run`
+	// and most suites.
+	InstallHostProcess Install = iota
+	// InstallNone installs nothing of modelgate (no CRDs, webhook
+	// configurations, identity or process): the caller installs it as a
+	// user does, with the chart or config/default, into Pods on the real
+	// node (RealNodeOptions.ModelgateImages names its image).
+	InstallNone
+)
 
 // Cluster is a running simulated cluster.
 type Cluster struct {
@@ -131,6 +151,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	te, err := env.New(o.Root)
 	if err != nil {
 		return nil, err
+	}
+	if o.Install == InstallNone {
+		te.CRDs = nil
+		te.WebhookInstallOptions = envtest.WebhookInstallOptions{}
 	}
 	if o.Backstop {
 		if err := env.FailOpen(te, webhook.FailOpenWithBackstop); err != nil {
@@ -255,6 +279,10 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 	}
 	c.Developer, c.Kubeconfig = dev.Config(), devKC
 
+	rootCA := filepath.Join(o.Dir, "apiserver-ca.crt")
+	if err := os.WriteFile(rootCA, c.Env.ControlPlane.APIServer.CA, 0o600); err != nil {
+		return fmt.Errorf("writing the API server's CA: %w", err)
+	}
 	schedCfg := filepath.Join(o.Dir, "kube-scheduler.yaml")
 	if err := schedulerConfig(schedCfg, schedKC, o.ClientQPS, o.ClientBurst); err != nil {
 		return err
@@ -263,7 +291,7 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 		name, binary string
 		args         []string
 	}{
-		{"kube-controller-manager", bins.controllerManager, controllerManagerArgs(kcmKC, c.serviceAccountKey(), o.ClientQPS, o.ClientBurst)},
+		{"kube-controller-manager", bins.controllerManager, controllerManagerArgs(kcmKC, c.serviceAccountKey(), rootCA, o.ClientQPS, o.ClientBurst)},
 		{"kube-scheduler", bins.scheduler, schedulerArgs(schedCfg)},
 		{"kwok", bins.kwok, kwokArgs(bins, kwokKC)},
 	} {
@@ -272,6 +300,10 @@ func (c *Cluster) startComponents(ctx context.Context, o Options, bins binaries,
 			return err
 		}
 		c.procs = append(c.procs, p)
+	}
+	if o.Install == InstallNone {
+		c.loaderImage = NodeLoaderImage
+		return nil
 	}
 	return c.startModelgate(ctx, o, admin)
 }
@@ -394,10 +426,10 @@ func (c *Cluster) Stop() error {
 	default:
 		close(c.stopped)
 	}
-	err := c.RealNode.Stop()
+	err := c.RealNode.stopNode()
 	err = errors.Join(err, stopAll(c.procs))
 	if stopErr := c.Env.Stop(); stopErr != nil {
 		err = errors.Join(err, fmt.Errorf("stopping etcd and kube-apiserver: %w", stopErr))
 	}
-	return err
+	return errors.Join(err, c.RealNode.Stop())
 }

@@ -84,13 +84,17 @@ func schedulerArgs(configPath string) []string {
 // as a template-copying controller, as in a cluster. The token controller
 // signs with saKey, the API server's service account key, and fills
 // Secrets of type kubernetes.io/service-account-token (config/prometheus's
-// scraper token); envtest's API server has no ServiceAccount admission,
-// so no Pod gets a token mounted.
-func controllerManagerArgs(kubeconfig, saKey string, qps, burst int) []string {
+// scraper token), and the root CA publisher puts rootCA, the API
+// server's serving CA, in every namespace's kube-root-ca.crt, which a
+// Pod's service account volume holds. envtest's API server has no
+// ServiceAccount admission, so no Pod gets that volume, unless the real
+// node runs (configureAPIServerForPods).
+func controllerManagerArgs(kubeconfig, saKey, rootCA string, qps, burst int) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--controllers=*",
 		"--service-account-private-key-file=" + saKey,
+		"--root-ca-file=" + rootCA,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
 		"--secure-port=0",

@@ -63,6 +63,11 @@ type RealNodeOptions struct {
 	// Taint registers the node with RealNodeTaint=true:NoSchedule beside
 	// the GPU taint, so that only Pods that ask for it land there.
 	Taint bool
+	// ModelgateImages are more references the node's registry serves
+	// modelgate's image under, beside the loader's (NodeLoaderImage): the
+	// chart's and config/default's image, for a cluster that installs
+	// modelgate into Pods (InstallNone).
+	ModelgateImages []string
 }
 
 func (o RealNodeOptions) withDefaults() RealNodeOptions {
@@ -149,6 +154,15 @@ func prepareRealNode(root, dir, logDir string, o RealNodeOptions, te *envtest.En
 		return nil, err
 	}
 	configureAPIServerForNode(te, n.pki)
+	if err := checkPodNetwork(); err != nil {
+		n.unlock()
+		return nil, err
+	}
+	if err := setUpPodBridge(); err != nil {
+		n.unlock()
+		return nil, err
+	}
+	configureAPIServerForPods(te)
 	return n, nil
 }
 
@@ -189,7 +203,7 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 		return err
 	}
 	n.Registry = n.registry.host
-	if err := n.registry.pushNodeImages(ctx, n.bins.images, loaderImage); err != nil {
+	if err := n.registry.pushNodeImages(ctx, n.bins.images, append([]string{loaderImage}, n.opts.ModelgateImages...)); err != nil {
 		return err
 	}
 
@@ -315,13 +329,27 @@ func (n *RealNode) setAddresses(ctx context.Context, admin client.Client, node *
 }
 
 // Stop stops the kubelet, the containers, containerd and the registry,
-// unmounts and removes what they made outside the cluster's folder, and
-// releases the node lock. It is safe to call more than once.
+// unmounts and removes what they made outside the cluster's folder,
+// removes the Pod bridge and releases the node lock. It is safe to call
+// more than once. A cluster stops the node (stopNode) before its control
+// plane and calls Stop after: kube-apiserver listens on the bridge, and
+// its shutdown calls itself there.
 func (n *RealNode) Stop() error {
 	if n == nil || n.lock == nil {
 		return nil
 	}
-	n.stopping.Store(true)
+	err := n.stopNode()
+	err = errors.Join(err, removePodBridge())
+	n.unlock()
+	return err
+}
+
+// stopNode is Stop but for the Pod bridge and the lock; it does its work
+// once.
+func (n *RealNode) stopNode() error {
+	if n == nil || n.lock == nil || n.stopping.Swap(true) {
+		return nil
+	}
 	var errs []error
 	if n.draPlugin != nil {
 		n.draPlugin.Stop()
@@ -345,7 +373,6 @@ func (n *RealNode) Stop() error {
 	if n.regLog != nil {
 		_ = n.regLog.Close()
 	}
-	n.unlock()
 	return errors.Join(errs...)
 }
 

@@ -99,6 +99,7 @@ func (f nodeFootprint) leftovers() []string {
 	for _, c := range kubepodsCgroups() {
 		out = append(out, "cgroup "+c)
 	}
+	out = append(out, podNetworkLeftovers()...)
 	paths := slices.Clone(machinePaths)
 	for _, d := range stateDirs {
 		paths = append(paths, filepath.Join(f.dir, d))

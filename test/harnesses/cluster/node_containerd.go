@@ -36,7 +36,7 @@ func newContainerdPaths(nodeDir string) containerdPaths {
 // containerdConfig is containerd's configuration (version 3): overlayfs,
 // runc through the v2 shim with cgroupfs (as the kubelet's cgroupDriver),
 // the CRI plugin with the locally built pause image, every registry sent
-// to the node's registry (certs.d/_default), the CNI loopback network,
+// to the node's registry (certs.d/_default), the Pod network (CNI),
 // CDI specs read from the node's cdi folder only (cdi_spec_dirs;
 // containerd 2.4 always has CDI on and ignores enable_cdi), and the
 // plugins that would write outside its folders (/opt/containerd) or need
@@ -104,23 +104,13 @@ func registryHosts(registry string) string {
 	return "server = " + u + "\n\n[host." + u + "]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n"
 }
 
-// cniLoopback is the node's one CNI network: the loopback interface only.
-// Pods run with hostNetwork; CNI must still be configured for the kubelet
-// to call the node's network ready.
-const cniLoopback = `{
-  "cniVersion": "1.0.0",
-  "name": "modelgate-loopback",
-  "plugins": [{"type": "loopback"}]
-}
-`
-
 // writeContainerdConfig writes containerd's configuration, the registry
 // hosts and the CNI configuration.
 func writeContainerdConfig(p containerdPaths, b nodeBinaries, registry string) error {
 	files := map[string]string{
 		p.config: containerdConfig(p, b),
 		filepath.Join(p.certsD, "_default", "hosts.toml"): registryHosts(registry),
-		filepath.Join(p.cniConf, "10-loopback.conflist"):  cniLoopback,
+		filepath.Join(p.cniConf, "10-pods.conflist"):      podNetworkConf(),
 	}
 	if err := os.MkdirAll(p.cdi, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", p.cdi, err)

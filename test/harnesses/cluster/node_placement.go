@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -15,21 +16,19 @@ import (
 )
 
 // RealNodeNamespaceLabel routes a namespace's Pods to the real node, by a
-// MutatingAdmissionPolicy of the cluster's. The real node has no Pod
-// network (all traffic stays on loopback), so a Pod there must use the
-// host's; this lets a published manifest, or the Deployment an
-// AIInference becomes, run there unchanged. Its values:
+// MutatingAdmissionPolicy of the cluster's: a published manifest, or the
+// Deployment an AIInference becomes, runs there unchanged, in the node's
+// Pod network (node_network.go). Its values:
 //
 //   - RealNodeRequired ("true"): every Pod of the namespace is created
-//     with host networking, the real node's name as node selector and its
-//     taint tolerated, so it runs there or nowhere (the e2e specs).
+//     with the real node's name as node selector and its taint tolerated,
+//     so it runs there or nowhere (the e2e specs).
 //   - RealNodeServing ("serving"): the Pods that name a serving engine
 //     (modelgate.io/engine: what the stand-in engine of the real node's
-//     images stands in for) are created with host networking, the taint
-//     tolerated and the real node preferred: they land there when it fits
-//     them (GPUs, CPU, memory, and their ports on the host's network) and
-//     on kwok's nodes otherwise. Other Pods are left alone (`make run`'s
-//     samples).
+//     images stands in for) are created with the taint tolerated and the
+//     real node preferred: they land there when it fits them (GPUs, CPU,
+//     memory) and on kwok's nodes otherwise. Other Pods are left alone
+//     (`make run`'s samples).
 const RealNodeNamespaceLabel = "simulated-cluster.modelgate.io/real-node"
 
 // The values of RealNodeNamespaceLabel.
@@ -102,12 +101,11 @@ func placementPolicy(name, value, patch string, conditions []admissionregistrati
 }
 
 // requiredPlacementPatch is the required placement's CEL: a JSON patch
-// that turns host networking on, adds the node selector (beside any the
-// Pod has) and appends the taint's toleration.
+// that adds the node selector (beside any the Pod has) and appends the
+// taint's toleration.
 func requiredPlacementPatch(node string) string {
 	q := strconv.Quote
 	return `[
-  JSONPatch{op: "add", path: "/spec/hostNetwork", value: true},
   has(object.spec.nodeSelector) ?
     JSONPatch{op: "add", path: "/spec/nodeSelector/" + jsonpatch.escapeKey(` + q(corev1.LabelHostname) + `), value: ` + q(node) + `} :
     JSONPatch{op: "add", path: "/spec/nodeSelector", value: {` + q(corev1.LabelHostname) + `: ` + q(node) + `}},
@@ -115,8 +113,7 @@ func requiredPlacementPatch(node string) string {
 ]`
 }
 
-// servingPlacementPatch is the serving Pods' CEL: host networking on, the
-// real node preferred (a preferred node affinity term appended to any the
+// servingPlacementPatch is the serving Pods' CEL: the real node preferred (a preferred node affinity term appended to any the
 // Pod has) and the taint's toleration appended. Where the Pod has a node
 // affinity without preferred terms (modelgate's GPU placement, on a
 // Deployment's template), the node affinity is replaced whole, its
@@ -132,7 +129,6 @@ func servingPlacementPatch(node string) string {
 	term := preferred + `{weight: ` + strconv.Itoa(realNodePreferenceWeight) + `, preference: ` + preferred + `.preference{matchExpressions: [` +
 		preferred + `.preference.matchExpressions{key: ` + strconv.Quote(corev1.LabelHostname) + `, operator: "In", values: [` + strconv.Quote(node) + `]}]}}`
 	return `[
-  JSONPatch{op: "add", path: "/spec/hostNetwork", value: true},
   !has(object.spec.affinity) ?
     JSONPatch{op: "add", path: "/spec/affinity", value: ` + affinity + `{nodeAffinity: ` + nodeAff + `{preferredDuringSchedulingIgnoredDuringExecution: [` + term + `]}}} :
   !has(object.spec.affinity.nodeAffinity) ?
@@ -160,20 +156,26 @@ func tolerationPatch() string {
 // they are written, and a Pod created before goes wherever the scheduler
 // likes. It asks with server-side dry runs of a Pod that names an engine.
 func WaitServingPlacement(ctx context.Context, c client.Client, ns string) error {
-	return waitPlacement(ctx, c, ns, "serving", func(p *corev1.Pod) bool { return p.Spec.HostNetwork })
+	return waitPlacement(ctx, c, ns, "serving", tolerates)
 }
 
 // WaitRequiredPlacement waits until the required placement acts on new
 // Pods in namespace ns (labelled RealNodeRequiredValue, the real node
 // named node): every Pod created there after it returns runs on the real
-// node with host networking. Labelling a namespace takes effect in
+// node. Labelling a namespace takes effect in
 // kube-apiserver's admission a moment later (its namespace informer), as
 // creating the policies does; a Pod created before gets neither the
 // toleration nor the node selector, and stays Pending.
 func WaitRequiredPlacement(ctx context.Context, c client.Client, ns, node string) error {
 	return waitPlacement(ctx, c, ns, "required", func(p *corev1.Pod) bool {
-		return p.Spec.HostNetwork && p.Spec.NodeSelector[corev1.LabelHostname] == node
+		return tolerates(p) && p.Spec.NodeSelector[corev1.LabelHostname] == node
 	})
+}
+
+// tolerates says whether a Pod tolerates the real node's taint, which
+// both placements add.
+func tolerates(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == RealNodeTaint })
 }
 
 // waitPlacement polls with server-side dry runs of a Pod that names an

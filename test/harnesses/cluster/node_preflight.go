@@ -25,8 +25,8 @@ type NodeUnavailableError struct {
 func (e *NodeUnavailableError) Error() string { return e.Missing + ": " + e.Fix }
 
 // nodeBinaries are the real node's programs: the kubelet beside
-// kube-apiserver, containerd, its shim and the CNI loopback plugin from
-// hack/node, and runc from the system.
+// kube-apiserver, containerd, its shim and the CNI plugins (loopback,
+// bridge, host-local) from hack/node, and runc from the system.
 type nodeBinaries struct {
 	kubelet, containerd, shim, cniDir, runc string
 	// images holds the OCI layouts of the images the node runs.
@@ -65,7 +65,7 @@ func checkNodeMachine(root string) (nodeBinaries, error) {
 	}
 	b := builtNodeBinaries(root)
 	b.runc = runc
-	for _, p := range []string{b.kubelet, b.containerd, b.shim, filepath.Join(b.cniDir, "loopback")} {
+	for _, p := range []string{b.kubelet, b.containerd, b.shim, filepath.Join(b.cniDir, "loopback"), filepath.Join(b.cniDir, "bridge"), filepath.Join(b.cniDir, "host-local")} {
 		if _, err := os.Stat(p); err != nil {
 			return nodeBinaries{}, &NodeUnavailableError{p + " not built", "run `make cluster-tools`"}
 		}

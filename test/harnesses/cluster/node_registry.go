@@ -171,11 +171,11 @@ func withEntrypoint(img v1.Image, entrypoint []string) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// pushNodeImages pushes the layouts in imagesDir: modelgate's as
-// loaderImage (the Configuration's injection.loader.image, with its
-// registry host dropped: every host resolves to this registry), the pause
+// pushNodeImages pushes the layouts in imagesDir: modelgate's under each
+// of modelgateRefs (the Configuration's injection.loader.image first, each
+// with its registry host dropped: every host resolves to this registry), the pause
 // image as PauseImage, and the engine under each of EngineRepositories.
-func (r *nodeRegistry) pushNodeImages(ctx context.Context, imagesDir, loaderImage string) error {
+func (r *nodeRegistry) pushNodeImages(ctx context.Context, imagesDir string, modelgateRefs []string) error {
 	images := map[string]v1.Image{}
 	for _, n := range nodeImageNames {
 		img, err := layoutImage(filepath.Join(imagesDir, n))
@@ -184,8 +184,12 @@ func (r *nodeRegistry) pushNodeImages(ctx context.Context, imagesDir, loaderImag
 		}
 		images[n] = img
 	}
+	refs := map[string]v1.Image{PauseImage: images["pause"]}
+	for _, ref := range modelgateRefs {
+		refs[ref] = images["modelgate"]
+	}
 	var errs []error
-	for ref, img := range map[string]v1.Image{loaderImage: images["modelgate"], PauseImage: images["pause"]} {
+	for ref, img := range refs {
 		repoTag, err := repositoryAndTag(ref)
 		if err != nil {
 			return err

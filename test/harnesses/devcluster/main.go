@@ -98,11 +98,16 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 	}
 
 	started := time.Now()
-	models, err := startModelSource()
-	if err != nil {
-		return err
-	}
-	defer models.Close()
+	// The samples' model source starts once the cluster has its network:
+	// where the real node runs, its Pods reach the host at the node's
+	// gateway only.
+	var models *modelSource
+	var modelsErr error
+	defer func() {
+		if models != nil {
+			models.Close()
+		}
+	}()
 	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
 	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
@@ -111,7 +116,13 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 	c, err := cluster.Start(ctx, cluster.Options{
 		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
 		Configure: func(cfg *config.Configuration) {
-			configureLoader(cfg, models)
+			host := "127.0.0.1"
+			if cluster.PodNetworkUp() {
+				host = cluster.NodeGateway
+			}
+			if models, modelsErr = startModelSource(host); modelsErr == nil {
+				configureLoader(cfg, models)
+			}
 			configureMetrics(cfg, metricsAddr)
 		},
 		// Tainted: only Pods that tolerate it land there, which in
@@ -138,6 +149,9 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 		}
 		fmt.Println("stopped; nothing left running")
 	}()
+	if modelsErr != nil {
+		return modelsErr
+	}
 
 	admin, err := client.New(c.Admin, client.Options{Scheme: scheme.Scheme})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,15 +68,17 @@ func sampleModelSize() int64 {
 // config/samples (a test holds them equal).
 func sampleRevision() string { return hubtest.OneCommit(sampleModelFiles()...).Refs["main"] }
 
-// modelSource is the Hub and the S3 store on loopback.
+// modelSource is the Hub and the S3 store, on loopback or, with the real
+// node, on its Pods' gateway.
 type modelSource struct {
 	hub *hubtest.Server
 	s3  *httptest.Server
 }
 
-// startModelSource starts the Hub and the S3 store with the model.
-func startModelSource() (*modelSource, error) {
-	hub := hubtest.New()
+// startModelSource starts the Hub and the S3 store with the model, on
+// host (an address of this machine).
+func startModelSource(host string) (*modelSource, error) {
+	hub := hubtest.New(hubtest.WithHost(host))
 	hub.AddRepo(sampleHFRepo, hubtest.OneCommit(sampleModelFiles()...))
 	hub.SetRate(modelRate)
 	backend := s3mem.New()
@@ -92,6 +95,13 @@ func startModelSource() (*modelSource, error) {
 	}
 	srv := httptest.NewUnstartedServer(signedOnly(throttled(gofakes3.New(backend).Server(), modelRate)))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		hub.Close()
+		return nil, fmt.Errorf("listening on %s: %w", host, err)
+	}
+	_ = srv.Listener.Close()
+	srv.Listener = l
 	srv.Start()
 	return &modelSource{hub: hub, s3: srv}, nil
 }

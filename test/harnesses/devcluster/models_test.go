@@ -78,7 +78,7 @@ func TestSamplesNameTheServedModel(t *testing.T) {
 // environment, lists the model on the Hub at the pinned commit and in the
 // bucket with the samples' keys, and the bucket refuses it without them.
 func TestModelSource(t *testing.T) {
-	m, err := startModelSource()
+	m, err := startModelSource("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,8 +62,7 @@ func servingPod(ns, name, model string, extra map[string]string) *corev1.Pod {
 var _ = Describe("Models as image volumes, on the real node", func() {
 	It("serves a Hub model packed into the registry with vllm serve org/model unchanged, and a second Pod pulls nothing", func(ctx SpecContext) {
 		n := realNode()
-		hub := hubtest.New()
-		DeferCleanup(hub.Close)
+		hub := newHub()
 		// tiny-llm with a 256 MiB shard: big enough that fetching it per Pod
 		// shows beside mounting what the node has.
 		files := tinyLLMFiles()

@@ -142,7 +142,8 @@ var _ = Describe("The injected model loader, on the real node", func() {
 			annotations.Engine:               "tgi",
 			annotations.GPU:                  "1",
 		}}).(*appsv1.Deployment)
-		// Host networking: the new Pod's port is the old one's.
+		// The old Pod goes before the new one starts: one loader at a
+		// time writes into the claim.
 		d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 		spec := &d.Spec.Template.Spec
 		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -196,7 +197,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		s := initStatus(Default, &pod, loaderName)
 		Expect(s.State.Terminated.Message).To(And(HavePrefix("loaded 2 files"), HaveSuffix("verified")))
 		Expect(podLogs(ctx, &pod, servingContainer)).To(ContainSubstring("engine: loaded /data"))
-		code, _ := httpGet(ctx, "http://127.0.0.1:"+port+"/health")
+		code, _ := httpGet(ctx, podURL(&pod, port, "/health"))
 		Expect(code).To(Equal(200))
 		Expect(owners(claimDir)).To(HaveKey("65532:65532"), "the loader's files")
 		Expect(st.refused()).To(BeZero(), "the keys under the Secret's own names reached the loader")
@@ -207,7 +208,8 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		const token = "hf_e2eProxiedTokenNeverPrinted"
 		hub, commit := startHub(token)
 		proxyPort := freePort()
-		// The loader reaches the Hub through the proxy only.
+		// The loader reaches the Hub through the proxy only, at the Pod's
+		// own loopback.
 		credentials(ctx, ns, "hf-token", map[string]string{"HF_TOKEN": token, "HF_ENDPOINT": "http://127.0.0.1:" + proxyPort})
 		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "llm", Annotations: vllmOptIn("hf://"+tinyLLM+"@"+commit, "hf-token", nil)}).(*corev1.Pod)
 		metav1.SetMetaDataLabel(&p.ObjectMeta, "app", "llm")
@@ -216,10 +218,10 @@ var _ = Describe("The injected model loader, on the real node", func() {
 		p.Spec.InitContainers = []corev1.Container{{
 			Name:          "egress-proxy",
 			Image:         "modelgate/test-engine:1",
-			Command:       []string{"proxy", "--listen", "127.0.0.1:" + proxyPort, "--to", hub.URL(), "--delay", "3s"},
+			Command:       []string{"proxy", "--listen", ":" + proxyPort, "--to", hub.URL(), "--delay", "3s"},
 			RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 			StartupProbe: &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Host: "127.0.0.1", Port: intstr.Parse(proxyPort)}},
+				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.Parse(proxyPort)}},
 				PeriodSeconds: 1, FailureThreshold: 30,
 			},
 		}}
@@ -257,8 +259,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 
 	It("model-cache memory: the loader writes a model larger than its base limit into tmpfs within the raised limit; a model larger than declared is refused at once", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "loader-memory")
-		hub := hubtest.New()
-		DeferCleanup(hub.Close)
+		hub := newHub()
 		// 2304 MiB: more than the loader's own 2Gi limit (the default
 		// Configuration's), which modelgate raises by model-size.
 		const shard = 768 << 20

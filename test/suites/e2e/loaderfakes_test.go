@@ -25,6 +25,7 @@ import (
 
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
+	"github.com/modelgate/modelgate/test/harnesses/cluster"
 )
 
 // The model servers the loader specs fetch from run in the test process,
@@ -47,8 +48,7 @@ func tinyLLMFiles() []hubtest.File {
 // startHub starts a fake Hub holding tinyLLM as a private repository that
 // token reads, and returns it with the commit of main.
 func startHub(token string) (*hubtest.Server, string) {
-	hub := hubtest.New()
-	DeferCleanup(hub.Close)
+	hub := newHub()
 	repo := hubtest.OneCommit(tinyLLMFiles()...)
 	repo.Private, repo.Tokens = true, []string{token}
 	hub.AddRepo(tinyLLM, repo)
@@ -112,6 +112,11 @@ func startS3() *s3Store {
 		st.mu.Unlock()
 	}))
 	st.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	// Where the real node's Pods reach it.
+	l, err := cluster.ListenForPods()
+	Expect(err).NotTo(HaveOccurred())
+	_ = st.srv.Listener.Close()
+	st.srv.Listener = l
 	st.srv.Start()
 	DeferCleanup(st.srv.Close)
 	return st

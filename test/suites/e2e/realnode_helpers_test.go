@@ -28,13 +28,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 )
 
 // The real node runs what modelgate injects in real containers: the
 // kubelet and containerd of test/harnesses/cluster, images from the node's registry
 // on loopback (the engine's published names answered by the stand-in
-// engine, test/standins/engine), host networking only.
+// engine, test/standins/engine), each Pod in the node's Pod network (its
+// own address on a bridge of this machine only; the servers the loaders
+// read listen on the host's address there, cluster.NodeGateway).
 
 // realNode returns the cluster's real node, failing the spec when there is
 // none (the suite runs it as root; not root, these specs fail).
@@ -46,10 +49,9 @@ func realNode() *cluster.RealNode {
 }
 
 // onRealNode sends a Pod to the real node as a user with a node of their
-// own would: host networking, the node by name, its taint tolerated.
+// own would: the node by name, its taint tolerated.
 func onRealNode(spec *corev1.PodSpec) {
 	n := realNode()
-	spec.HostNetwork = true
 	spec.NodeSelector = map[string]string{corev1.LabelHostname: n.Name}
 	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{
 		Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
@@ -77,8 +79,9 @@ func vllmServe(c *corev1.Container, model string) {
 	c.Command = []string{"vllm", "serve", model, "--port", freePort()}
 }
 
-// freePort is a free TCP port on 127.0.0.1, for an engine with host
-// networking.
+// freePort is a free TCP port on 127.0.0.1: an engine's port, any one
+// (each Pod has an address of its own), chosen so that no spec relies on
+// the engine's default.
 func freePort() string {
 	addr, err := cluster.FreeAddr()
 	Expect(err).NotTo(HaveOccurred())
@@ -207,8 +210,23 @@ func owners(dir string) map[string]int {
 	return out
 }
 
-// httpGet fetches a URL on the node (host networking: 127.0.0.1) and
-// returns the status code and body.
+// podURL is the URL of path on a Pod's port at the Pod's own address,
+// which the host reaches over the node's bridge, as the kubelet's probes
+// do.
+func podURL(pod *corev1.Pod, port, path string) string {
+	Expect(pod.Status.PodIP).NotTo(BeEmpty(), "pod %s has no address", pod.Name)
+	return "http://" + net.JoinHostPort(pod.Status.PodIP, port) + path
+}
+
+// newHub starts a fake Hub where the real node's Pods reach it (the
+// host's address on their bridge), stopped after the spec.
+func newHub() *hubtest.Server {
+	hub := hubtest.New(hubtest.WithHost(cluster.NodeGateway))
+	DeferCleanup(hub.Close)
+	return hub
+}
+
+// httpGet fetches a URL and returns the status code and body.
 func httpGet(ctx context.Context, url string) (int, string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	Expect(err).NotTo(HaveOccurred())

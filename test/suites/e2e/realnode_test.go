@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/bits"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,11 @@ var _ = Describe("On the real node", func() {
 		By("the engine read the model from the cache, offline, and serves it")
 		logs := podLogs(ctx, &pod, servingContainer)
 		Expect(logs).To(ContainSubstring("engine: loaded " + tinyLLM))
-		code, body := httpGet(ctx, "http://127.0.0.1:"+port+"/v1/models")
+		Expect(pod.Spec.HostNetwork).To(BeFalse())
+		_, pods, err := net.ParseCIDR(cluster.PodCIDR)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods.Contains(net.ParseIP(pod.Status.PodIP))).To(BeTrue(), "the Pod's address %s is not its own on the node's bridge (%s)", pod.Status.PodIP, cluster.PodCIDR)
+		code, body := httpGet(ctx, podURL(&pod, port, "/v1/models"))
 		Expect(code).To(Equal(200))
 		Expect(body).To(ContainSubstring(`"id":"` + tinyLLM + `"`))
 		serving := pod.Status.ContainerStatuses[0]
@@ -136,7 +141,6 @@ var _ = Describe("On the real node, when things go wrong", func() {
 		n := realNode()
 		p := builders.New("Pod", builders.Options{Namespace: ns, Name: "greedy"}).(*corev1.Pod)
 		p.Spec.NodeName = n.Name
-		p.Spec.HostNetwork = true
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		vllmServe(&p.Spec.Containers[0], tinyLLM)
 		gpus := resource.MustParse(fmt.Sprint(n.GPUs + 1))
@@ -156,8 +160,7 @@ var _ = Describe("On the real node, when things go wrong", func() {
 
 	It("the loader killed mid-download: the kubelet restarts it and the load resumes, fetching less than the whole model again", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "real-kill")
-		hub := hubtest.New()
-		DeferCleanup(hub.Close)
+		hub := newHub()
 		const size = 48 << 20
 		repo := hubtest.OneCommit(
 			hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"architectures": ["LlamaForCausalLM"]}`))},
@@ -207,12 +210,11 @@ var _ = Describe("On the real node, when things go wrong", func() {
 })
 
 var _ = Describe("On the real node, unchanged", func() {
-	It("vLLM's own Kubernetes example (/bin/sh -c \"vllm serve ...\", its cache volume, probes and GPU limits), opted in, with hostNetwork added", func(ctx SpecContext) {
+	It("vLLM's own Kubernetes example (/bin/sh -c \"vllm serve ...\", its cache volume, probes and GPU limits), opted in with its annotations alone, in the node's Pod network", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "real-published")
 		routeToRealNode(ctx, ns)
 		const model = "mistralai/Mistral-7B-Instruct-v0.3"
-		hub := hubtest.New()
-		DeferCleanup(hub.Close)
+		hub := newHub()
 		repo := hubtest.OneCommit(
 			hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"architectures": ["MistralForCausalLM"]}`))},
 			hubtest.File{Path: "model.safetensors", Content: loadertest.Safetensors(12, 2<<20), LFS: true},
@@ -233,9 +235,8 @@ var _ = Describe("On the real node, unchanged", func() {
 		credentials(ctx, ns, "hub-mirror", map[string]string{"HF_TOKEN": "hf_publishedToken", "HF_ENDPOINT": hub.URL()})
 		dep := objs[1].(*unstructured.Unstructured)
 		Expect(dep.GetKind()).To(Equal("Deployment"))
-		// The opt-in, on the pod template, and host networking: nothing else.
+		// The opt-in, on the pod template: nothing else.
 		Expect(unstructured.SetNestedStringMap(dep.Object, vllmOptIn("hf://"+model+"@"+repo.Refs["main"], "hub-mirror", nil), "spec", "template", "metadata", "annotations")).To(Succeed())
-		Expect(unstructured.SetNestedField(dep.Object, true, "spec", "template", "spec", "hostNetwork")).To(Succeed())
 		for _, o := range objs {
 			Expect(k8s.Create(ctx, o)).To(Succeed(), "%s %s", o.GetObjectKind().GroupVersionKind().Kind, o.GetName())
 		}
@@ -260,7 +261,8 @@ var _ = Describe("On the real node, unchanged", func() {
 		st := initStatus(Default, &pod, loaderName)
 		Expect(st.State.Terminated.ExitCode).To(BeZero())
 		Expect(podLogs(ctx, &pod, "mistral-7b")).To(ContainSubstring("engine: loaded " + model))
-		code, body := httpGet(ctx, "http://127.0.0.1:8000/v1/models")
+		Expect(pod.Spec.HostNetwork).To(BeFalse(), "the example's Pod in its own network namespace")
+		code, body := httpGet(ctx, podURL(&pod, "8000", "/v1/models"))
 		Expect(code).To(Equal(200))
 		Expect(body).To(ContainSubstring(model))
 	}, SpecTimeout(4*time.Minute))

@@ -151,6 +151,13 @@ func newNamespace(ctx context.Context, prefix string) string {
 		Labels:       map[string]string{annotations.NamespaceTeam: team},
 	}}
 	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	// With the real node, the API server refuses a Pod until its
+	// namespace's default service account exists (ServiceAccount
+	// admission), which kube-controller-manager creates a moment after
+	// the namespace.
+	Eventually(func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "namespace %s has no default service account", ns.Name)
 	DeferCleanup(func(ctx SpecContext) {
 		in := client.InNamespace(ns.Name)
 		for _, obj := range []client.Object{&batchv1.CronJob{}, &batchv1.Job{}, &appsv1.Deployment{}, &appsv1.StatefulSet{}, &appsv1.ReplicaSet{}, &corev1.Pod{}} {

@@ -1,0 +1,269 @@
+package installed_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/loader/hf/hubtest"
+	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/test/harnesses/cluster"
+)
+
+// installNamespace is where the chart is installed, as the README's
+// `helm install` puts it.
+const installNamespace = "modelgate-system"
+
+// release is the chart's release name.
+const release = "modelgate"
+
+// webhookService is the chart's webhook Service.
+const webhookService = "modelgate-webhook"
+
+var _ = Describe("the chart, installed by helm into Pods on the real node", Ordered, func() {
+	var (
+		workloads string
+		hub       *hubtest.Server
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		hub = hubtest.New(hubtest.WithHost(cluster.NodeGateway))
+		DeferCleanup(hub.Close)
+		workloads = teamNamespace(ctx, "workloads")
+		// The install namespace sends its Pods to the real node: the only
+		// node here that runs containers.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: installNamespace,
+			Labels: map[string]string{cluster.RealNodeNamespaceLabel: cluster.RealNodeRequiredValue}}}
+		Expect(k8s.Create(ctx, ns)).To(Succeed())
+		Expect(cluster.WaitRequiredPlacement(ctx, k8s, installNamespace, gpuCluster.RealNode.Name)).To(Succeed())
+	})
+
+	It("answers its first review from a Pod soon after helm install, with two replicas Ready on the real node as the chart's service account", func(ctx SpecContext) {
+		values := writeValues(map[string]any{
+			"certificates": map[string]any{"mode": "self"},
+			// What a platform team whose only nodes are GPU nodes writes.
+			"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
+			"configuration": map[string]any{"injection": map[string]any{"loader": map[string]any{
+				"image": chartImage,
+				"env":   []any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}},
+			}}},
+		})
+		started := time.Now()
+		helm(ctx, "install", release, filepath.Join(root, "charts", "modelgate"), "--namespace", installNamespace, "--values", values)
+		var first time.Duration
+		eventually(ctx, func(g Gomega) {
+			g.Expect(answered(ctx, workloads)).To(Succeed())
+		}).Should(Succeed(), func() string { return podsReport(ctx) })
+		first = time.Since(started)
+		AddReportEntry("helm install to the first answered review", first.Round(100*time.Millisecond).String())
+
+		By("two replicas Ready on the real node, in its Pod network, as the chart's service account")
+		pods := readyReplicas(ctx, 2)
+		_, podNet, err := netCIDR(cluster.PodCIDR)
+		Expect(err).NotTo(HaveOccurred())
+		for _, p := range pods {
+			Expect(p.Spec.NodeName).To(Equal(gpuCluster.RealNode.Name))
+			Expect(p.Spec.HostNetwork).To(BeFalse())
+			Expect(podNet.Contains(ip(p.Status.PodIP))).To(BeTrue(), "pod %s at %s", p.Name, p.Status.PodIP)
+			Expect(p.Spec.ServiceAccountName).To(Equal("modelgate"))
+			Expect(p.Spec.Containers[0].Image).To(Equal(chartImage))
+		}
+
+		By("the webhook configurations call the chart's Service, with the CA modelgate wrote")
+		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Name: "modelgate-mutating"}, mutating)).To(Succeed())
+		for _, w := range mutating.Webhooks {
+			Expect(w.ClientConfig.Service).NotTo(BeNil(), w.Name)
+			Expect(w.ClientConfig.Service.Namespace + "/" + w.ClientConfig.Service.Name).To(Equal(installNamespace + "/" + webhookService))
+			Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), w.Name)
+		}
+	}, SpecTimeout(5*time.Minute))
+
+	It("answers every admission of the samples from those Pods, which count them", func(ctx SpecContext) {
+		pods := readyReplicas(ctx, 2)
+		reader := metricsToken(ctx)
+		before := reviews(ctx, pods, reader)
+		objs := sampleWorkloads(workloads)
+		for _, o := range objs {
+			Expect(k8s.Create(ctx, o, client.DryRunAll)).To(Succeed(), "%T %s", o, o.GetName())
+			Expect(o.GetAnnotations()).To(HaveKey(annotations.Injected), "%T %s: not injected", o, o.GetName())
+		}
+		after := reviews(ctx, pods, reader)
+		var counted float64
+		lines := make([]string, 0, len(pods))
+		for _, p := range pods {
+			counted += after[p.Name] - before[p.Name]
+			lines = append(lines, fmt.Sprintf("%s: %.0f", p.Name, after[p.Name]-before[p.Name]))
+		}
+		AddReportEntry("mutating reviews counted by each replica for the samples", strings.Join(lines, ", "))
+		// Each sample is reviewed once, and again where the API server
+		// reinvokes the webhook (reinvocationPolicy: IfNeeded).
+		Expect(counted).To(BeNumerically(">=", len(objs)), "the replicas counted fewer reviews than the samples made")
+	}, SpecTimeout(3*time.Minute))
+
+	It("with both replicas stopped, the API server reports the webhook unreachable for what opted in, and admits what the webhooks leave out", func(ctx SpecContext) {
+		scale(ctx, 0)
+		eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(installNamespace), client.MatchingLabels{"app.kubernetes.io/name": "modelgate"})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).Should(Succeed())
+
+		var refusal error
+		eventually(ctx, func(g Gomega) {
+			refusal = k8s.Create(ctx, optedInPod(workloads), client.DryRunAll)
+			g.Expect(refusal).To(HaveOccurred())
+		}).Should(Succeed())
+		AddReportEntry("an opted-in Pod while both replicas are stopped", refusal.Error())
+		Expect(refusal.Error()).To(And(
+			ContainSubstring(`failed calling webhook "annotation.inject.modelgate.io"`),
+			ContainSubstring(webhookService)))
+
+		By("a Pod that did not opt in, and an opted-in Pod in kube-system, are admitted")
+		plain := builders.New("Pod", builders.Options{Namespace: workloads, Name: "plain"}).(*corev1.Pod)
+		Expect(k8s.Create(ctx, plain, client.DryRunAll)).To(Succeed())
+		Expect(k8s.Create(ctx, optedInPod(metav1.NamespaceSystem), client.DryRunAll)).To(Succeed())
+
+		By("scaled back, the replicas answer again")
+		scale(ctx, 2)
+		eventually(ctx, func(g Gomega) {
+			g.Expect(answered(ctx, workloads)).To(Succeed())
+		}).Should(Succeed(), func() string { return podsReport(ctx) })
+		readyReplicas(ctx, 2)
+	}, SpecTimeout(5*time.Minute))
+
+	AfterAll(func(ctx SpecContext) {
+		helm(ctx, "uninstall", release, "--namespace", installNamespace, "--wait")
+	})
+})
+
+// helm runs the helm binary against the cluster as its administrator.
+func helm(ctx context.Context, args ...string) {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, *helmBinary, append(args, "--kubeconfig", gpuCluster.Kubeconfig)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+GinkgoT().TempDir(), "HELM_CONFIG_HOME="+GinkgoT().TempDir(), "HELM_DATA_HOME="+GinkgoT().TempDir())
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "helm %s:\n%s", strings.Join(args, " "), out)
+}
+
+// writeValues writes a values file.
+func writeValues(v map[string]any) string {
+	GinkgoHelper()
+	b, err := yaml.Marshal(v)
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(GinkgoT().TempDir(), "values.yaml")
+	Expect(os.WriteFile(path, b, 0o600)).To(Succeed())
+	return path
+}
+
+// teamNamespace creates a namespace with a team, and waits for its
+// default service account (the real node's cluster has ServiceAccount
+// admission, which refuses Pods until it exists).
+func teamNamespace(ctx context.Context, prefix string) string {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{annotations.NamespaceTeam: "ml-platform"}}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	eventually(ctx, func() error {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: "default"}, &corev1.ServiceAccount{})
+	}).Should(Succeed())
+	return ns.Name
+}
+
+// optedInPod is a Pod that opts in with a GPU and an engine.
+func optedInPod(ns string) *corev1.Pod {
+	p := builders.New("Pod", builders.Options{Namespace: ns, Name: "opted-in", Annotations: map[string]string{
+		annotations.Inject: "true", annotations.Engine: "vllm", annotations.GPU: "1",
+	}}).(*corev1.Pod)
+	return p
+}
+
+// answered creates an opted-in Pod with a dry run and says whether
+// modelgate answered: the Pod came back injected.
+func answered(ctx context.Context, ns string) error {
+	p := optedInPod(ns)
+	if err := k8s.Create(ctx, p, client.DryRunAll); err != nil {
+		return err
+	}
+	if _, ok := p.Annotations[annotations.Injected]; !ok {
+		return fmt.Errorf("pod admitted without modelgate's record: %v", p.Annotations)
+	}
+	return nil
+}
+
+// readyReplicas waits until the Deployment has n replicas, all Ready, and
+// returns their Pods.
+func readyReplicas(ctx context.Context, n int) []corev1.Pod {
+	GinkgoHelper()
+	var ready []corev1.Pod
+	eventually(ctx, func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: installNamespace, Name: "modelgate"}, d)).To(Succeed())
+		g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(n))
+		g.Expect(d.Status.Replicas).To(BeEquivalentTo(n), "old replicas are still there")
+		pods := &corev1.PodList{}
+		g.Expect(k8s.List(ctx, pods, client.InNamespace(installNamespace), client.MatchingLabels{"app.kubernetes.io/name": "modelgate"})).To(Succeed())
+		ready = ready[:0]
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				ready = append(ready, p)
+			}
+		}
+		g.Expect(ready).To(HaveLen(n))
+	}).Should(Succeed(), func() string { return podsReport(ctx) })
+	return ready
+}
+
+// scale sets the Deployment's replicas, as kubectl scale does.
+func scale(ctx context.Context, n int32) {
+	GinkgoHelper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: installNamespace, Name: "modelgate"}}
+	patch := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n))
+	Expect(k8s.Patch(ctx, d, patch)).To(Succeed())
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podsReport describes modelgate's Pods and the install namespace's
+// events, for a failed wait.
+func podsReport(ctx context.Context) string {
+	var b strings.Builder
+	pods := &corev1.PodList{}
+	_ = k8s.List(ctx, pods, client.InNamespace(installNamespace))
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "pod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, " %s=%s(%s)", c.Type, c.Status, c.Message)
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			fmt.Fprintf(&b, " [%s ready=%t restarts=%d %+v]", s.Name, s.Ready, s.RestartCount, s.State)
+		}
+		b.WriteString("\n")
+	}
+	events := &corev1.EventList{}
+	_ = k8s.List(ctx, events, client.InNamespace(installNamespace))
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "event %s %s: %s %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+	}
+	return b.String()
+}
