@@ -89,6 +89,15 @@ REAL_NODE_DEPS := $(NODE_DEPS) runc node-images
 endif
 HOST_PLATFORM := linux/$(shell $(GO) env GOARCH)
 
+## cert-manager for make test-certmanager: its own controllers and
+## cainjector, wired by test/certmanager (a module of its own: cert-manager's
+## binaries cannot be installed from the module proxy, their modules replace
+## the root one) and built from its module, and its CRDs, collected from the
+## same module's deploy/crds. CERT_MANAGER_VERSION is test/certmanager/go.mod's.
+CERT_MANAGER_VERSION ?= v1.21.2
+CERT_MANAGER_DIR := $(LOCALBIN)/cert-manager/$(CERT_MANAGER_VERSION)
+CERT_MANAGER_DEPS := $(CERT_MANAGER_DIR)/certmanager $(CERT_MANAGER_DIR)/crds
+
 ## kubectl for `make run`: the one on PATH, else built from source.
 KUBECTL ?= $(or $(shell command -v kubectl 2>/dev/null),$(ENVTEST_BUILT_DIR)/kubectl)
 
@@ -184,11 +193,11 @@ verify: manifests generate $(KUSTOMIZE) ## Fail when generated files (CRDs, deep
 ##@ Test
 
 .PHONY: test
-test: test-unit test-policies helm-lint test-integration test-prometheus test-backstop test-installed test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
+test: test-unit test-policies helm-lint test-integration test-certmanager test-prometheus test-backstop test-installed test-e2e ## Run every test: unit, fuzz seeds, the policy library through modelgate test, the Helm chart, the envtest suite on a real API server, the monitoring objects under a real Prometheus, and the e2e suite on a simulated GPU cluster.
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (with fuzz seed corpora) of the pure packages.
-	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/suites/install -e /test/suites/prometheus -e /test/suites/backstop)
+	$(GO) test $$($(GO) list $(GO_PACKAGES) | grep -v -e /test/suites/integration -e /test/suites/e2e -e /test/suites/makerun -e /test/suites/install -e /test/suites/prometheus -e /test/suites/backstop -e /test/suites/certmanager)
 
 .PHONY: test-policies
 test-policies: ## Run the policy library's Rego tests and declarative cases (policies/library/tests) through the webhook's code.
@@ -221,6 +230,11 @@ repeat = for i in $$(seq $(REPEAT)); do \
 test-integration: $(ENVTEST_DEPS) $(ENVTEST_BUILT_DIR)/kube-controller-manager ## Run the Ginkgo suite on envtest (real kube-apiserver and etcd, real webhook server), and the install suite (test/suites/install: config/'s installs and the chart, some on a real API server); REPEAT and GINKGO_ARGS repeat and order the Ginkgo suites.
 	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/install/... -count=1
 	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/integration/... -count=1 -v -args -ginkgo.v $(GINKGO_ARGS) || exit 1; done
+
+.PHONY: test-certmanager
+test-certmanager: build $(HELM) $(ENVTEST_DEPS) $(CERT_MANAGER_DEPS) ## Install the chart with certificates.mode=cert-manager on a real kube-apiserver with cert-manager's own controllers and cainjector (built into bin/ from its module): the Certificates issued, the CA injected into the webhook configurations and the CRD conversion, bin/modelgate serving the issued certificate, and a rotation forced by renewBefore under a steady create load with no failed admission (test/suites/certmanager).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/certmanager/... -count=1 -timeout=10m -v -args \
+		-modelgate=$(LOCALBIN)/modelgate -helm=$(HELM) -certmanager=$(CERT_MANAGER_DIR)
 
 .PHONY: test-prometheus
 test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) ## Run config/prometheus under a real Prometheus and Prometheus Operator (built into bin/): promtool check rules and promtool test rules (every alert quiet, then firing with its labels and annotations), then the Operator turns the ServiceMonitor and PrometheusRule into a Prometheus configuration that scrapes the simulated cluster's modelgate (two replicas, self-managed certificates) and API server with the shipped RBAC and scraper token; cause each event the alerts watch, and assert through Prometheus's API that every alert goes pending or firing and every dashboard query returns series (test/suites/prometheus, on the harness test/harnesses/prometheus).
@@ -446,6 +460,20 @@ $(KWOK_DIR)/stages.yaml: hack/kwok/go.mod hack/kwok/go.sum
 	@dir=$$(cd hack/kwok && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok); \
 	{ echo "# kwok $(KWOK_VERSION)'s stages, collected by the Makefile from $$dir/kustomize/stage."; \
 	  for f in $(KWOK_STAGES); do echo "---"; cat "$$dir/kustomize/stage/$$f"; done; } > $@.tmp && mv $@.tmp $@
+
+.PHONY: cert-manager
+cert-manager: $(CERT_MANAGER_DEPS) ## Build cert-manager's controllers and cainjector (test/certmanager) and collect its CRDs into bin/cert-manager/<version>.
+
+$(CERT_MANAGER_DIR)/certmanager: test/certmanager/go.mod test/certmanager/go.sum $(wildcard test/certmanager/*.go)
+	@echo "building cert-manager $(CERT_MANAGER_VERSION)'s controllers from its module (about 8 minutes on 2 cores with an empty Go build cache, once)"
+	cd test/certmanager && CGO_ENABLED=0 $(GO) build -o $@ .
+
+$(CERT_MANAGER_DIR)/crds: test/certmanager/go.mod test/certmanager/go.sum
+	cd test/certmanager && $(GO) mod download github.com/cert-manager/cert-manager
+	@got=$$(cd test/certmanager && $(GO) list -m -f '{{.Version}}' github.com/cert-manager/cert-manager); \
+	test "$$got" = "$(CERT_MANAGER_VERSION)" || { echo "test/certmanager/go.mod requires cert-manager $$got, CERT_MANAGER_VERSION is $(CERT_MANAGER_VERSION): keep them equal"; exit 1; }
+	@dir=$$(cd test/certmanager && $(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager); \
+	rm -rf $@.tmp && mkdir -p $@.tmp && cp $$dir/deploy/crds/*.yaml $@.tmp/ && chmod u+w $@.tmp/*.yaml && rm -rf $@ && mv $@.tmp $@
 
 .PHONY: kubectl
 kubectl: $(KUBECTL) ## Make sure a kubectl is available (built from source when none is on PATH).
