@@ -4,7 +4,11 @@
 // built from its module by test/certmanager into
 // bin/cert-manager/<version>/certmanager, as a child process. Start returns
 // once cert-manager has issued a Certificate and injected its CA, and Stop
-// leaves no process behind. Suites and `make run`'s launcher stand on it.
+// leaves no process behind. Beside it, what a cert-manager mode install
+// needs around modelgate run as a process rather than a Pod: the Secret's
+// volume (MountSecret) and the route from the API server to the release's
+// Service (ServiceProxy). test/suites/certmanager stands on it; `make
+// run`'s launcher can, given a cluster and a kubeconfig.
 package certmanager
 
 import (
