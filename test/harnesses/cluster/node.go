@@ -113,6 +113,13 @@ type RealNode struct {
 	container  *process
 	stopPlugin context.CancelFunc
 	regLog     *os.File
+	// containerdArgs and kubeletArgs start the services again (Restart);
+	// failed gets their exits nobody asked for; restarts counts Restart's
+	// calls, which name the services' new logs.
+	containerdArgs, kubeletArgs []string
+	containerdSocket            string
+	failed                      chan<- error
+	restarts                    int
 	// stopping is set by Stop: an exit after it is no failure.
 	stopping atomic.Bool
 }
@@ -207,15 +214,13 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 		return err
 	}
 
+	n.failed = failed
 	cp := newContainerdPaths(n.Dir)
 	if err := writeContainerdConfig(cp, n.bins, n.Registry); err != nil {
 		return err
 	}
-	if n.container, err = startProcessEnv("containerd", n.bins.containerd, []string{"--config", cp.config},
-		nodeEnv(n.bins), filepath.Join(n.LogDir, "containerd.log"), nil); err != nil {
-		return err
-	}
-	if err := waitFile(ctx, cp.socket, n.container, startTimeout); err != nil {
+	n.containerdArgs, n.containerdSocket = []string{"--config", cp.config}, cp.socket
+	if err := n.startContainerd(ctx, "containerd.log"); err != nil {
 		return err
 	}
 
@@ -240,7 +245,8 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 	}
 	labels := gpuLabels(n.opts.Product, n.opts.MemoryMiB, n.opts.GPUs)
 	labels[RealNodeLabel] = "real"
-	if n.kubelet, err = startProcessEnv("kubelet", n.bins.kubelet, kubeletArgs(kp, n.Name, labels),
+	n.kubeletArgs = kubeletArgs(kp, n.Name, labels)
+	if n.kubelet, err = startProcessEnv("kubelet", n.bins.kubelet, n.kubeletArgs,
 		nodeEnv(n.bins), filepath.Join(n.LogDir, "kubelet.log"), nil); err != nil {
 		return err
 	}
@@ -260,15 +266,32 @@ func (n *RealNode) start(ctx context.Context, te *envtest.Environment, admin cli
 	if err := installRealNodePlacement(ctx, admin, n.Name); err != nil {
 		return err
 	}
+	n.watchServices()
+	return nil
+}
+
+// startContainerd starts containerd, logging to log in the log folder,
+// and waits for its socket.
+func (n *RealNode) startContainerd(ctx context.Context, log string) error {
+	var err error
+	if n.container, err = startProcessEnv("containerd", n.bins.containerd, n.containerdArgs,
+		nodeEnv(n.bins), filepath.Join(n.LogDir, log), nil); err != nil {
+		return err
+	}
+	return waitFile(ctx, n.containerdSocket, n.container, startTimeout)
+}
+
+// watchServices reports an exit of containerd or the kubelet that neither
+// Stop nor Restart asked for on failed.
+func (n *RealNode) watchServices() {
 	for _, p := range []*process{n.container, n.kubelet} {
 		go func() {
 			<-p.Exited()
-			if !n.stopping.Load() {
-				failed <- p.exitError()
+			if !n.stopping.Load() && !p.retired.Load() {
+				n.failed <- p.exitError()
 			}
 		}()
 	}
-	return nil
 }
 
 // waitReady waits until the Node is Ready and its GPUs are allocatable.

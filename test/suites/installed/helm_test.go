@@ -38,6 +38,8 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 	var (
 		workloads string
 		hub       *hubtest.Server
+		// values are the values installed, which an upgrade changes.
+		values func(loaderEnv ...any) map[string]any
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -53,17 +55,19 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 	})
 
 	It("answers its first review from a Pod soon after helm install, with two replicas Ready on the real node as the chart's service account", func(ctx SpecContext) {
-		values := writeValues(map[string]any{
-			"certificates": map[string]any{"mode": "self"},
-			// What a platform team whose only nodes are GPU nodes writes.
-			"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
-			"configuration": map[string]any{"injection": map[string]any{"loader": map[string]any{
-				"image": chartImage,
-				"env":   []any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}},
-			}}},
-		})
+		values = func(loaderEnv ...any) map[string]any {
+			return map[string]any{
+				"certificates": map[string]any{"mode": "self"},
+				// What a platform team whose only nodes are GPU nodes writes.
+				"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
+				"configuration": map[string]any{"injection": map[string]any{"loader": map[string]any{
+					"image": chartImage,
+					"env":   append([]any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}}, loaderEnv...),
+				}}},
+			}
+		}
 		started := time.Now()
-		helm(ctx, "install", release, filepath.Join(root, "charts", "modelgate"), "--namespace", installNamespace, "--values", values)
+		helm(ctx, "install", release, filepath.Join(root, "charts", "modelgate"), "--namespace", installNamespace, "--values", writeValues(values()))
 		var first time.Duration
 		eventually(ctx, func(g Gomega) {
 			g.Expect(answered(ctx, workloads)).To(Succeed())
@@ -146,6 +150,82 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 		readyReplicas(ctx, 2)
 	}, SpecTimeout(5*time.Minute))
 
+	It("takes a helm upgrade to a new image and a changed value under a steady create load with no failed admission", func(ctx SpecContext) {
+		readyReplicas(ctx, 2)
+		load := startLoad(ctx, workloads)
+		v := values(map[string]any{"name": "HF_HUB_DOWNLOAD_TIMEOUT", "value": "30"})
+		v["image"] = map[string]any{"tag": strings.TrimPrefix(nextImage, "ghcr.io/modelgate/modelgate:")}
+		helm(ctx, "upgrade", release, filepath.Join(root, "charts", "modelgate"), "--namespace", installNamespace, "--values", writeValues(v))
+		eventually(ctx, func(g Gomega) {
+			pods := readyReplicasNow(ctx, g)
+			g.Expect(pods).To(HaveLen(2))
+			for _, p := range pods {
+				g.Expect(p.Spec.Containers[0].Image).To(Equal(nextImage))
+			}
+		}).Should(Succeed(), func() string { return podsReport(ctx) })
+		// A moment of load on the new replicas alone.
+		settle(ctx, load, 40)
+		sent, failed, errs := load.report("admissions during helm upgrade")
+		Expect(sent).To(BeNumerically(">", 0))
+		Expect(failed).To(BeZero(), "admissions failed during the upgrade: %v", errs)
+
+		By("the changed value is in force: the loader gets the new variable")
+		p := optedInPod(workloads)
+		p.Annotations[annotations.Model] = "hf://acme-ai/tiny-model"
+		Expect(k8s.Create(ctx, p, client.DryRunAll)).To(Succeed())
+		Expect(p.Spec.InitContainers).NotTo(BeEmpty())
+		// The Configuration's loader environment reaches the loader as
+		// defaults (MODELGATE_DEFAULT_<name>, docs/loader.md).
+		Expect(p.Spec.InitContainers[len(p.Spec.InitContainers)-1].Env).To(ContainElement(corev1.EnvVar{Name: "MODELGATE_DEFAULT_HF_HUB_DOWNLOAD_TIMEOUT", Value: "30"}))
+	}, SpecTimeout(5*time.Minute))
+
+	It("loses no admission when one replica is deleted under a steady create load", func(ctx SpecContext) {
+		pods := readyReplicas(ctx, 2)
+		load := startLoad(ctx, workloads)
+		settle(ctx, load, 20)
+		Expect(k8s.Delete(ctx, &pods[0])).To(Succeed())
+		eventually(ctx, func(g Gomega) {
+			now := readyReplicasNow(ctx, g)
+			g.Expect(now).To(HaveLen(2))
+			for _, p := range now {
+				g.Expect(p.Name).NotTo(Equal(pods[0].Name))
+			}
+		}).Should(Succeed(), func() string { return podsReport(ctx) })
+		settle(ctx, load, 20)
+		sent, failed, errs := load.report("admissions while a replica was deleted and replaced")
+		Expect(sent).To(BeNumerically(">", 0))
+		Expect(failed).To(BeZero(), "admissions failed while a replica was replaced: %v", errs)
+	}, SpecTimeout(4*time.Minute))
+
+	DescribeTable("comes back without a hand when the node restarts",
+		func(ctx SpecContext, killContainers bool, what string) {
+			before := readyReplicas(ctx, 2)
+			load := startLoad(ctx, workloads)
+			Expect(gpuCluster.RealNode.Restart(ctx, adminClient(), killContainers)).To(Succeed())
+			var after []corev1.Pod
+			eventually(ctx, func(g Gomega) {
+				after = readyReplicasNow(ctx, g)
+				g.Expect(after).To(HaveLen(2))
+				if killContainers {
+					// The same Pods, their containers started again by the
+					// kubelet.
+					for _, p := range after {
+						g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">", restarts(before, p.Name)), "pod %s's container was not restarted", p.Name)
+					}
+				}
+			}).Should(Succeed(), func() string { return podsReport(ctx) })
+			eventually(ctx, func(g Gomega) {
+				g.Expect(answered(ctx, workloads)).To(Succeed())
+			}).Should(Succeed())
+			settle(ctx, load, 20)
+			// Reported, not held to zero: with the containers killed, both
+			// replicas are down at once until the kubelet starts them again.
+			load.report("admissions while the node " + what)
+		},
+		Entry("kubelet and containerd restarted, the containers running on", SpecTimeout(5*time.Minute), false, "restarted its kubelet and containerd"),
+		Entry("as after a reboot: every container killed too", SpecTimeout(5*time.Minute), true, "rebooted"),
+	)
+
 	AfterAll(func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", installNamespace, "--wait")
 	})
@@ -225,6 +305,39 @@ func readyReplicas(ctx context.Context, n int) []corev1.Pod {
 		g.Expect(ready).To(HaveLen(n))
 	}).Should(Succeed(), func() string { return podsReport(ctx) })
 	return ready
+}
+
+// readyReplicasNow lists modelgate's Pods that are Ready and not
+// terminating, once the Deployment has no others.
+func readyReplicasNow(ctx context.Context, g Gomega) []corev1.Pod {
+	pods := &corev1.PodList{}
+	g.Expect(k8s.List(ctx, pods, client.InNamespace(installNamespace), client.MatchingLabels{"app.kubernetes.io/name": "modelgate"})).To(Succeed())
+	var ready []corev1.Pod
+	for _, p := range pods.Items {
+		g.Expect(p.DeletionTimestamp).To(BeNil(), "pod %s is terminating", p.Name)
+		if podReady(&p) {
+			ready = append(ready, p)
+		}
+	}
+	return ready
+}
+
+// restarts is the restart count of the named Pod's first container
+// among pods.
+func restarts(pods []corev1.Pod, name string) int32 {
+	for _, p := range pods {
+		if p.Name == name && len(p.Status.ContainerStatuses) > 0 {
+			return p.Status.ContainerStatuses[0].RestartCount
+		}
+	}
+	return 0
+}
+
+// settle waits until the load has made n more admissions.
+func settle(ctx context.Context, l *steadyLoad, n int64) {
+	GinkgoHelper()
+	target := l.sent.Load() + n
+	eventually(ctx, func() int64 { return l.sent.Load() }).Should(BeNumerically(">=", target))
 }
 
 // scale sets the Deployment's replicas, as kubectl scale does.

@@ -56,7 +56,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Install: cluster.InstallNone,
 		RealNode: cluster.RealNodeOptions{
 			Mode: cluster.RealNodeRequired, Taint: true,
-			ModelgateImages: []string{chartImage},
+			ModelgateImages: []string{chartImage, nextImage},
 		},
 	})
 	if gpuCluster != nil {
@@ -84,6 +84,10 @@ func chartDefaultImage() string {
 	Expect(chart.AppVersion).NotTo(BeEmpty())
 	return "ghcr.io/modelgate/modelgate:" + chart.AppVersion
 }
+
+// nextImage is the image a helm upgrade moves to: modelgate's, under
+// another tag.
+const nextImage = "ghcr.io/modelgate/modelgate:next"
 
 // within is how long a step that needs Pods to start on the real node may
 // take.
