@@ -76,7 +76,7 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 		AddReportEntry("helm install to the first answered review", first.Round(100*time.Millisecond).String())
 
 		By("two replicas Ready on the real node, in its Pod network, as the chart's service account")
-		pods := readyReplicas(ctx, 2)
+		pods := readyReplicas(ctx)
 		_, podNet, err := netCIDR(cluster.PodCIDR)
 		Expect(err).NotTo(HaveOccurred())
 		for _, p := range pods {
@@ -98,7 +98,7 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 	}, SpecTimeout(5*time.Minute))
 
 	It("answers every admission of the samples from those Pods, which count them", func(ctx SpecContext) {
-		pods := readyReplicas(ctx, 2)
+		pods := readyReplicas(ctx)
 		reader := metricsToken(ctx)
 		before := reviews(ctx, pods, reader)
 		objs := sampleWorkloads(workloads)
@@ -143,22 +143,22 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 		Expect(k8s.Create(ctx, optedInPod(metav1.NamespaceSystem), client.DryRunAll)).To(Succeed())
 
 		By("scaled back, the replicas answer again")
-		scale(ctx, 2)
+		scale(ctx, chartReplicas)
 		eventually(ctx, func(g Gomega) {
 			g.Expect(answered(ctx, workloads)).To(Succeed())
 		}).Should(Succeed(), func() string { return podsReport(ctx) })
-		readyReplicas(ctx, 2)
+		readyReplicas(ctx)
 	}, SpecTimeout(5*time.Minute))
 
 	It("takes a helm upgrade to a new image and a changed value under a steady create load with no failed admission", func(ctx SpecContext) {
-		readyReplicas(ctx, 2)
+		readyReplicas(ctx)
 		load := startLoad(ctx, workloads)
 		v := values(map[string]any{"name": "HF_HUB_DOWNLOAD_TIMEOUT", "value": "30"})
 		v["image"] = map[string]any{"tag": strings.TrimPrefix(nextImage, "ghcr.io/modelgate/modelgate:")}
 		helm(ctx, "upgrade", release, filepath.Join(root, "charts", "modelgate"), "--namespace", installNamespace, "--values", writeValues(v))
 		eventually(ctx, func(g Gomega) {
 			pods := readyReplicasNow(ctx, g)
-			g.Expect(pods).To(HaveLen(2))
+			g.Expect(pods).To(HaveLen(chartReplicas))
 			for _, p := range pods {
 				g.Expect(p.Spec.Containers[0].Image).To(Equal(nextImage))
 			}
@@ -180,13 +180,13 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 	}, SpecTimeout(5*time.Minute))
 
 	It("loses no admission when one replica is deleted under a steady create load", func(ctx SpecContext) {
-		pods := readyReplicas(ctx, 2)
+		pods := readyReplicas(ctx)
 		load := startLoad(ctx, workloads)
 		settle(ctx, load, 20)
 		Expect(k8s.Delete(ctx, &pods[0])).To(Succeed())
 		eventually(ctx, func(g Gomega) {
 			now := readyReplicasNow(ctx, g)
-			g.Expect(now).To(HaveLen(2))
+			g.Expect(now).To(HaveLen(chartReplicas))
 			for _, p := range now {
 				g.Expect(p.Name).NotTo(Equal(pods[0].Name))
 			}
@@ -199,13 +199,13 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 
 	DescribeTable("comes back without a hand when the node restarts",
 		func(ctx SpecContext, killContainers bool, what string) {
-			before := readyReplicas(ctx, 2)
+			before := readyReplicas(ctx)
 			load := startLoad(ctx, workloads)
 			Expect(gpuCluster.RealNode.Restart(ctx, adminClient(), killContainers)).To(Succeed())
 			var after []corev1.Pod
 			eventually(ctx, func(g Gomega) {
 				after = readyReplicasNow(ctx, g)
-				g.Expect(after).To(HaveLen(2))
+				g.Expect(after).To(HaveLen(chartReplicas))
 				if killContainers {
 					// The same Pods, their containers started again by the
 					// kubelet.
@@ -284,9 +284,13 @@ func answered(ctx context.Context, ns string) error {
 	return nil
 }
 
-// readyReplicas waits until the Deployment has n replicas, all Ready, and
-// returns their Pods.
-func readyReplicas(ctx context.Context, n int) []corev1.Pod {
+// chartReplicas is the chart's default replicas.
+const chartReplicas = 2
+
+// readyReplicas waits until the Deployment has the chart's replicas, all
+// Ready, and returns their Pods.
+func readyReplicas(ctx context.Context) []corev1.Pod {
+	const n = chartReplicas
 	GinkgoHelper()
 	var ready []corev1.Pod
 	eventually(ctx, func(g Gomega) {
