@@ -242,8 +242,8 @@ test-prometheus: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(PROMETHEUS_BIN) $(PROMT
 		-modelgate=$(LOCALBIN)/modelgate -prometheus=$(PROMETHEUS_BIN) -promtool=$(PROMTOOL) -prometheus-operator=$(PROMETHEUS_OPERATOR)
 
 .PHONY: test-installed
-test-installed: $(HELM) $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## Install modelgate as users do, into Pods on the simulated cluster's real node (as root): modelgate's image in the node's registry under the chart's reference, the chart installed by the pinned helm, two replicas in the node's Pod network answering every review, counted by their metrics, and the webhook unreachable once both are stopped (test/suites/installed).
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/installed/... -count=1 -timeout=15m -v -args -ginkgo.v -helm=$(HELM)
+test-installed: $(HELM) $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(CERT_MANAGER_DEPS) ## Install modelgate as users do, into Pods on the simulated cluster's real node (as root), with cert-manager's own controllers: modelgate's image in the node's registry under the chart's reference, the chart installed by the pinned helm with its defaults, then config/default; two replicas in the node's Pod network answering every review (counted by their metrics), serving cert-manager's certificate; a rotation, a helm upgrade and a deleted replica under a steady load with no failed admission; the webhook unreachable once both are stopped; the node's services restarted and the node rebooted (test/suites/installed).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/installed/... -count=1 -timeout=20m -v -args -ginkgo.v -helm=$(HELM) -certmanager=$(CERT_MANAGER_DIR)
 
 .PHONY: test-backstop
 test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (policy.backstop) on the simulated cluster: with every modelgate replica stopped, the API server refuses a GPU Pod over a library policy with its message and admits a compliant one uninjected; modelgate's audit then reports it (test/suites/backstop).

@@ -21,8 +21,10 @@ import (
 // Pod network (node_network.go). Its values:
 //
 //   - RealNodeRequired ("true"): every Pod of the namespace is created
-//     with the real node's name as node selector and its taint tolerated,
-//     so it runs there or nowhere (the e2e specs).
+//     with the real node's name as node selector and its taints (its own
+//     and the GPU taint) tolerated, so it runs there or nowhere (the e2e
+//     specs, and an install of modelgate into Pods: the real node is the
+//     one node that runs containers).
 //   - RealNodeServing ("serving"): the Pods that name a serving engine
 //     (modelgate.io/engine: what the stand-in engine of the real node's
 //     images stands in for) are created with the taint tolerated and the
@@ -102,14 +104,15 @@ func placementPolicy(name, value, patch string, conditions []admissionregistrati
 
 // requiredPlacementPatch is the required placement's CEL: a JSON patch
 // that adds the node selector (beside any the Pod has) and appends the
-// taint's toleration.
+// tolerations of the node's taint and of the GPU taint.
 func requiredPlacementPatch(node string) string {
 	q := strconv.Quote
 	return `[
   has(object.spec.nodeSelector) ?
     JSONPatch{op: "add", path: "/spec/nodeSelector/" + jsonpatch.escapeKey(` + q(corev1.LabelHostname) + `), value: ` + q(node) + `} :
     JSONPatch{op: "add", path: "/spec/nodeSelector", value: {` + q(corev1.LabelHostname) + `: ` + q(node) + `}},
-  ` + tolerationPatch() + `
+  ` + tolerationPatch() + `,
+  JSONPatch{op: "add", path: "/spec/tolerations/-", value: Object.spec.tolerations{key: ` + strconv.Quote(ResourceGPU.String()) + `, operator: "Exists", effect: "NoSchedule"}}
 ]`
 }
 

@@ -34,12 +34,12 @@ const release = "modelgate"
 // webhookService is the chart's webhook Service.
 const webhookService = "modelgate-webhook"
 
-var _ = Describe("the chart, installed by helm into Pods on the real node", Ordered, func() {
+// The two ways the README installs modelgate, one after the other into the
+// same namespace.
+var _ = Describe("modelgate installed into Pods on the real node", Ordered, func() {
 	var (
 		workloads string
 		hub       *hubtest.Server
-		// values are the values installed, which an upgrade changes.
-		values func(loaderEnv ...any) map[string]any
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -54,15 +54,32 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 		Expect(cluster.WaitRequiredPlacement(ctx, k8s, installNamespace, gpuCluster.RealNode.Name)).To(Succeed())
 	})
 
-	It("answers its first review from a Pod soon after helm install, with two replicas Ready on the real node as the chart's service account", func(ctx SpecContext) {
+	Describe("the chart, by helm, with its defaults", Ordered, func() {
+		helmSpecs(func() string { return workloads }, func() *hubtest.Server { return hub })
+	})
+
+	Describe("config/default, by kustomize", Ordered, func() {
+		kustomizeSpecs(func() string { return workloads })
+	})
+})
+
+// helmSpecs install the chart with helm and operate it.
+func helmSpecs(namespace func() string, source func() *hubtest.Server) {
+	var (
+		workloads string
+		// values are the values installed, which an upgrade changes.
+		values func(loaderEnv ...any) map[string]any
+	)
+	BeforeAll(func() { workloads = namespace() })
+
+	It("answers its first review from a Pod soon after helm install, with two replicas Ready on the real node as the chart's service account, serving cert-manager's certificate", func(ctx SpecContext) {
+		hub := source()
+		// The chart's defaults (cert-manager issues the certificates), and
+		// where the loaders find the models: a platform team's mirror.
 		values = func(loaderEnv ...any) map[string]any {
 			return map[string]any{
-				"certificates": map[string]any{"mode": "self"},
-				// What a platform team whose only nodes are GPU nodes writes.
-				"tolerations": []any{map[string]any{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}},
 				"configuration": map[string]any{"injection": map[string]any{"loader": map[string]any{
-					"image": chartImage,
-					"env":   append([]any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}}, loaderEnv...),
+					"env": append([]any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}}, loaderEnv...),
 				}}},
 			}
 		}
@@ -87,14 +104,31 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 			Expect(p.Spec.Containers[0].Image).To(Equal(chartImage))
 		}
 
-		By("the webhook configurations call the chart's Service, with the CA modelgate wrote")
+		By("the webhook configurations call the chart's Service")
 		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
 		Expect(k8s.Get(ctx, client.ObjectKey{Name: "modelgate-mutating"}, mutating)).To(Succeed())
 		for _, w := range mutating.Webhooks {
 			Expect(w.ClientConfig.Service).NotTo(BeNil(), w.Name)
 			Expect(w.ClientConfig.Service.Namespace + "/" + w.ClientConfig.Service.Name).To(Equal(installNamespace + "/" + webhookService))
-			Expect(w.ClientConfig.CABundle).NotTo(BeEmpty(), w.Name)
 		}
+		By("cert-manager issued the certificate, its cainjector put the CA in the webhooks and the CRD's conversion, and both replicas serve it")
+		expectCertManagerInstall(ctx, pods)
+	}, SpecTimeout(5*time.Minute))
+
+	It("loses no admission when cert-manager rotates the certificate, forced by a short renewBefore, under a steady create load", func(ctx SpecContext) {
+		pods := readyReplicas(ctx)
+		load := startLoad(ctx, workloads)
+		settle(ctx, load, 20)
+		rotated := time.Now()
+		forceRenewal(ctx)
+		// The kubelet updates the Pods' Secret volume on its own schedule
+		// (about a minute); modelgate then serves the new certificate.
+		expectCertManagerInstall(ctx, pods)
+		AddReportEntry("the renewed certificate served by both replicas after", time.Since(rotated).Round(time.Second).String())
+		settle(ctx, load, 20)
+		sent, failed, errs := load.report("admissions during the rotation")
+		Expect(sent).To(BeNumerically(">", 0))
+		Expect(failed).To(BeZero(), "admissions failed during the rotation: %v", errs)
 	}, SpecTimeout(5*time.Minute))
 
 	It("answers every admission of the samples from those Pods, which count them", func(ctx SpecContext) {
@@ -228,8 +262,15 @@ var _ = Describe("the chart, installed by helm into Pods on the real node", Orde
 
 	AfterAll(func(ctx SpecContext) {
 		helm(ctx, "uninstall", release, "--namespace", installNamespace, "--wait")
+		// Its replicas drain before they go: gone, nothing of this install
+		// answers what comes after.
+		eventually(ctx, func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(k8s.List(ctx, pods, client.InNamespace(installNamespace), client.MatchingLabels{"app.kubernetes.io/name": "modelgate"})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).Should(Succeed())
 	})
-})
+}
 
 // helm runs the helm binary against the cluster as its administrator.
 func helm(ctx context.Context, args ...string) {

@@ -1,11 +1,15 @@
 // Package installed_test installs modelgate as its users do, into Pods on
 // the simulated cluster's real node (test/harnesses/cluster, InstallNone):
 // modelgate's image, as `make node-images` builds it, served by the node's
-// registry under the chart's own image reference; the chart installed by
-// the real helm; two replicas Running in the node's Pod network as the
-// chart's service account, reaching the API server at the kubernetes
-// Service's address, and the API server calling them at their endpoints.
-// `make test-installed` runs it as root with the helm it builds.
+// registry under the chart's own image reference; cert-manager's own
+// controllers (test/harnesses/certmanager) issuing its certificates; the
+// chart installed by the real helm with its defaults, and config/default
+// rendered by kustomize's library (as kubectl apply -k does) and applied,
+// as the second way; two replicas Running in the
+// node's Pod network as the chart's service account, reaching the API
+// server at the kubernetes Service's address, and the API server calling
+// them at their endpoints. `make test-installed` runs it as root with the
+// helm and cert-manager it builds.
 package installed_test
 
 import (
@@ -16,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -23,11 +28,15 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/test/harnesses/certmanager"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
-var helmBinary = flag.String("helm", "", "the helm binary (bin/helm-<version>)")
+var (
+	helmBinary     = flag.String("helm", "", "the helm binary (bin/helm-<version>)")
+	certManagerDir = flag.String("certmanager", "", "cert-manager's controllers and CRDs (bin/cert-manager/<version>)")
+)
 
 var (
 	root       string
@@ -46,6 +55,7 @@ func TestInstalled(t *testing.T) {
 var _ = BeforeSuite(func(ctx SpecContext) {
 	logf.SetLogger(logr.Discard())
 	Expect(*helmBinary).NotTo(BeEmpty(), "-helm is required (make test-installed gives it)")
+	Expect(*certManagerDir).NotTo(BeEmpty(), "-certmanager is required (make test-installed gives it)")
 	var err error
 	root, err = env.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
@@ -67,9 +77,21 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	s, err := env.Scheme()
 	Expect(err).NotTo(HaveOccurred())
+	Expect(cmv1.AddToScheme(s)).To(Succeed())
 	k8s, err = client.New(gpuCluster.Developer, client.Options{Scheme: s})
 	Expect(err).NotTo(HaveOccurred())
-}, NodeTimeout(5*time.Minute))
+
+	// cert-manager's own controllers and cainjector, as the chart's
+	// default (certificates.mode cert-manager) and config/default expect.
+	cm, err := certmanager.Start(ctx, gpuCluster.Admin, certmanager.Options{
+		Binary: filepath.Join(*certManagerDir, "certmanager"), CRDs: filepath.Join(*certManagerDir, "crds"),
+		Kubeconfig: gpuCluster.Kubeconfig, Log: filepath.Join(gpuCluster.LogDir, "cert-manager.log"),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(cm.Stop()).To(Succeed())
+	})
+}, NodeTimeout(6*time.Minute))
 
 // chartDefaultImage reads the chart's appVersion: the tag of the image it
 // installs when image.tag is not set.
