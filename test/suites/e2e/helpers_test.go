@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
@@ -72,9 +73,10 @@ func templateOf(obj client.Object) *corev1.PodTemplateSpec {
 // template: it is the template (modelgate did not inject it a second
 // time), and the template holds each injected part exactly once.
 func expectInjectedOnce(g Gomega, pod *corev1.Pod, tmpl *corev1.PodTemplateSpec, gpus int64) {
-	g.Expect(cmp.Diff(tmpl.Spec.InitContainers, pod.Spec.InitContainers)).To(BeEmpty(), "init containers (-template +pod) of %s", pod.Name)
-	g.Expect(cmp.Diff(tmpl.Spec.Containers, pod.Spec.Containers)).To(BeEmpty(), "containers (-template +pod) of %s", pod.Name)
-	g.Expect(cmp.Diff(tmpl.Spec.Volumes, pod.Spec.Volumes)).To(BeEmpty(), "volumes (-template +pod) of %s", pod.Name)
+	spec := withoutServiceAccountToken(&pod.Spec)
+	g.Expect(cmp.Diff(tmpl.Spec.InitContainers, spec.InitContainers)).To(BeEmpty(), "init containers (-template +pod) of %s", pod.Name)
+	g.Expect(cmp.Diff(tmpl.Spec.Containers, spec.Containers)).To(BeEmpty(), "containers (-template +pod) of %s", pod.Name)
+	g.Expect(cmp.Diff(tmpl.Spec.Volumes, spec.Volumes)).To(BeEmpty(), "volumes (-template +pod) of %s", pod.Name)
 	g.Expect(cmp.Diff(tmpl.Spec.Affinity, pod.Spec.Affinity)).To(BeEmpty(), "affinity (-template +pod) of %s", pod.Name)
 	g.Expect(pod.Annotations[annotations.Injected]).NotTo(BeEmpty())
 	g.Expect(pod.Annotations[annotations.Injected]).To(Equal(tmpl.Annotations[annotations.Injected]), "the injection record of %s", pod.Name)
@@ -96,6 +98,33 @@ func expectInjectedOnce(g Gomega, pod *corev1.Pod, tmpl *corev1.PodTemplateSpec,
 
 	g.Expect(pod.Labels).To(HaveKeyWithValue(annotations.OwnerLabel, developerName), "owner of %s", pod.Name)
 	g.Expect(pod.Labels).To(HaveKeyWithValue(annotations.TeamLabel, team), "team of %s", pod.Name)
+}
+
+// serviceAccountTokenVolume prefixes the name of the volume the
+// ServiceAccount admission plugin adds to every Pod (with the real node,
+// the cluster runs it, as any cluster does): the service account's token
+// and the API server's CA, mounted into every container.
+const serviceAccountTokenVolume = "kube-api-access-"
+
+// withoutServiceAccountToken is a copy of spec without what the
+// ServiceAccount admission plugin added: the token's volume and its
+// mounts. What remains is what the Pod's template and modelgate made.
+func withoutServiceAccountToken(spec *corev1.PodSpec) *corev1.PodSpec {
+	out := spec.DeepCopy()
+	isToken := func(name string) bool { return strings.HasPrefix(name, serviceAccountTokenVolume) }
+	out.Volumes = slices.DeleteFunc(out.Volumes, func(v corev1.Volume) bool { return isToken(v.Name) })
+	if len(out.Volumes) == 0 {
+		out.Volumes = nil
+	}
+	for _, cs := range [][]corev1.Container{out.InitContainers, out.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, func(m corev1.VolumeMount) bool { return isToken(m.Name) })
+			if len(cs[i].VolumeMounts) == 0 {
+				cs[i].VolumeMounts = nil
+			}
+		}
+	}
+	return out
 }
 
 // expectNotInjected checks that nothing of modelgate's is in a pod.

@@ -198,10 +198,11 @@ func ignoreNamespace(ctx context.Context, ns string) {
 }
 
 // expectNotInjectedUnlessAsked compares a pod with its control: the same
-// spec but for the node it is bound to and its hostname, and no
-// modelgate.io/ key.
+// spec but for the node it is bound to, its hostname and its service
+// account token's volume (named anew for each Pod), and no modelgate.io/
+// key.
 func expectNotInjectedUnlessAsked(p, control *corev1.Pod) {
-	got, want := p.Spec.DeepCopy(), control.Spec.DeepCopy()
+	got, want := withoutServiceAccountToken(&p.Spec), withoutServiceAccountToken(&control.Spec)
 	got.NodeName, want.NodeName = "", ""
 	Expect(cmp.Diff(want, got)).To(BeEmpty(), "pod spec of %s (-control +plain)", p.Name)
 	Expect(modelgateKeys(p.Labels)).To(BeEmpty(), "labels of %s", p.Name)
