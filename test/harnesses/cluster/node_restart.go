@@ -46,9 +46,7 @@ func (n *RealNode) Restart(ctx context.Context, admin client.Client, killContain
 	if err := n.startContainerd(ctx, "containerd"+suffix); err != nil {
 		return err
 	}
-	var err error
-	if n.kubelet, err = startProcessEnv("kubelet", n.bins.kubelet, n.kubeletArgs,
-		nodeEnv(n.bins), filepath.Join(n.LogDir, "kubelet"+suffix), nil); err != nil {
+	if err := n.startKubeletAgain(ctx, "kubelet-"+strconv.Itoa(n.restarts)); err != nil {
 		return err
 	}
 	n.watchServices()
@@ -57,6 +55,46 @@ func (n *RealNode) Restart(ctx context.Context, admin client.Client, killContain
 		return err
 	}
 	return n.waitReady(ctx, admin)
+}
+
+// kubeletRetries and kubeletSettle are how startKubeletAgain restarts a
+// kubelet that exits at once, as systemd's Restart= does: containerd may
+// not serve the CRI yet when its socket appears (after a reboot it first
+// recovers its containers), and the kubelet then exits ("server is not
+// initialized yet").
+const (
+	kubeletRetries = 10
+	kubeletSettle  = 3 * time.Second
+)
+
+// startKubeletAgain starts the kubelet, logging to <log>.log (then
+// <log>-<attempt>.log), and starts it again while it exits within
+// kubeletSettle.
+func (n *RealNode) startKubeletAgain(ctx context.Context, log string) error {
+	name := log + ".log"
+	for attempt := 1; ; attempt++ {
+		p, err := startProcessEnv("kubelet", n.bins.kubelet, n.kubeletArgs, nodeEnv(n.bins), filepath.Join(n.LogDir, name), nil)
+		if err != nil {
+			return err
+		}
+		n.kubelet = p
+		select {
+		case <-p.Exited():
+			if attempt == kubeletRetries {
+				return p.exitError()
+			}
+			name = log + "-" + strconv.Itoa(attempt+1) + ".log"
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+		case <-time.After(kubeletSettle):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // waitHeartbeat waits until the Node's Ready condition is true with a

@@ -3,6 +3,7 @@ package installed_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
+	"github.com/modelgate/modelgate/test/harnesses/prometheus"
 )
 
 // installNamespace is where the chart is installed, as the README's
@@ -69,6 +71,9 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 		workloads string
 		// values are the values installed, which an upgrade changes.
 		values func(loaderEnv ...any) map[string]any
+		// prom runs the Operator's configuration for the chart's
+		// monitoring objects.
+		prom *prometheus.Server
 	)
 	BeforeAll(func() { workloads = namespace() })
 
@@ -78,6 +83,7 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 		// where the loaders find the models: a platform team's mirror.
 		values = func(loaderEnv ...any) map[string]any {
 			return map[string]any{
+				"metrics": monitoringValues,
 				"configuration": map[string]any{"injection": map[string]any{"loader": map[string]any{
 					"env": append([]any{map[string]any{"name": "HF_ENDPOINT", "value": hub.URL()}}, loaderEnv...),
 				}}},
@@ -94,7 +100,7 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 
 		By("two replicas Ready on the real node, in its Pod network, as the chart's service account")
 		pods := readyReplicas(ctx)
-		_, podNet, err := netCIDR(cluster.PodCIDR)
+		podNet, err := netCIDR(cluster.PodCIDR)
 		Expect(err).NotTo(HaveOccurred())
 		for _, p := range pods {
 			Expect(p.Spec.NodeName).To(Equal(gpuCluster.RealNode.Name))
@@ -114,6 +120,31 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 		By("cert-manager issued the certificate, its cainjector put the CA in the webhooks and the CRD's conversion, and both replicas serve it")
 		expectCertManagerInstall(ctx, pods)
 	}, SpecTimeout(5*time.Minute))
+
+	It("is scraped at its Pods' addresses by the Prometheus the Operator configures from the chart's ServiceMonitor, with the shipped token and RBAC, the chart's rules loaded", func(ctx SpecContext) {
+		pods := readyReplicas(ctx)
+		prom = startPrometheus(ctx)
+		targets, err := prom.WaitTargetsUp(ctx, len(pods)+1, 2*time.Minute)
+		Expect(err).NotTo(HaveOccurred(), "%+v", targets)
+		podNet, err := netCIDR(cluster.PodCIDR)
+		Expect(err).NotTo(HaveOccurred())
+		scraped := 0
+		for _, tg := range targets {
+			if tg.Labels["namespace"] != installNamespace {
+				continue // the API server's
+			}
+			u, err := url.Parse(tg.ScrapeURL)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(podNet.Contains(ip(u.Hostname()))).To(BeTrue(), "target %s is not a Pod's address", tg.ScrapeURL)
+			Expect(tg.Labels).To(HaveKey("pod"))
+			scraped++
+		}
+		Expect(scraped).To(Equal(len(pods)), "%+v", targets)
+		rules, err := prom.AlertRules(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rules).To(HaveKey("ModelgateWebhookCallFailures"))
+		AddReportEntry("the chart's alert rules loaded", fmt.Sprint(len(rules)))
+	}, SpecTimeout(4*time.Minute))
 
 	It("loses no admission when cert-manager rotates the certificate, forced by a short renewBefore, under a steady create load", func(ctx SpecContext) {
 		pods := readyReplicas(ctx)
@@ -170,6 +201,9 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 		Expect(refusal.Error()).To(And(
 			ContainSubstring(`failed calling webhook "annotation.inject.modelgate.io"`),
 			ContainSubstring(webhookService)))
+		By("the chart's alert on the API server's failed calls goes pending")
+		Expect(prom).NotTo(BeNil(), "the Prometheus spec did not run")
+		alertActive(ctx, prom, "ModelgateWebhookCallFailures")
 
 		By("a Pod that did not opt in, and an opted-in Pod in kube-system, are admitted")
 		plain := builders.New("Pod", builders.Options{Namespace: workloads, Name: "plain"}).(*corev1.Pod)
@@ -261,6 +295,7 @@ func helmSpecs(namespace func() string, source func() *hubtest.Server) {
 	)
 
 	AfterAll(func(ctx SpecContext) {
+		stopPrometheus(prom)
 		helm(ctx, "uninstall", release, "--namespace", installNamespace, "--wait")
 		// Its replicas drain before they go: gone, nothing of this install
 		// answers what comes after.

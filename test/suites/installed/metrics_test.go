@@ -109,12 +109,12 @@ func sampleWorkloads(ns string) []client.Object {
 }
 
 // netCIDR parses a CIDR.
-func netCIDR(s string) (net.IP, *net.IPNet, error) {
-	ip, n, err := net.ParseCIDR(s)
+func netCIDR(s string) (*net.IPNet, error) {
+	_, n, err := net.ParseCIDR(s)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parsing %s: %w", s, err)
+		return nil, fmt.Errorf("parsing %s: %w", s, err)
 	}
-	return ip, n, nil
+	return n, nil
 }
 
 // ip parses an address.

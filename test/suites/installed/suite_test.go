@@ -34,8 +34,10 @@ import (
 )
 
 var (
-	helmBinary     = flag.String("helm", "", "the helm binary (bin/helm-<version>)")
-	certManagerDir = flag.String("certmanager", "", "cert-manager's controllers and CRDs (bin/cert-manager/<version>)")
+	helmBinary       = flag.String("helm", "", "the helm binary (bin/helm-<version>)")
+	certManagerDir   = flag.String("certmanager", "", "cert-manager's controllers and CRDs (bin/cert-manager/<version>)")
+	prometheusBinary = flag.String("prometheus", "", "the prometheus binary (bin/prometheus-<version>)")
+	operatorBinary   = flag.String("prometheus-operator", "", "the Prometheus Operator binary (bin/prometheus-operator-<version>)")
 )
 
 var (
@@ -56,6 +58,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	logf.SetLogger(logr.Discard())
 	Expect(*helmBinary).NotTo(BeEmpty(), "-helm is required (make test-installed gives it)")
 	Expect(*certManagerDir).NotTo(BeEmpty(), "-certmanager is required (make test-installed gives it)")
+	Expect(*prometheusBinary).NotTo(BeEmpty(), "-prometheus is required (make test-installed gives it)")
+	Expect(*operatorBinary).NotTo(BeEmpty(), "-prometheus-operator is required (make test-installed gives it)")
 	var err error
 	root, err = env.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
@@ -91,6 +95,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(func() {
 		Expect(cm.Stop()).To(Succeed())
 	})
+	installOperator(ctx, filepath.Join(dir, "prometheus-operator"))
 }, NodeTimeout(6*time.Minute))
 
 // chartDefaultImage reads the chart's appVersion: the tag of the image it
