@@ -254,11 +254,11 @@ test-backstop: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Prove the backstop (poli
 ## test/suites/makerun runs after test/suites/e2e, never beside it: each holds the
 ## machine's one real node while it runs.
 .PHONY: test-e2e
-test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node (test/suites/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
+test-e2e: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) $(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR) $(HELM) $(CERT_MANAGER_DEPS) ## Run the e2e suite: bin/modelgate in a simulated GPU cluster (scheduler, controller-manager, kwok nodes, the real node as root), and `make run`'s bin/devcluster; then `make run` with the real node, and `make run INSTALL=helm` (test/suites/makerun: root, as the real node specs); REPEAT and GINKGO_ARGS repeat and order the e2e suite.
 	$(repeat) KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/e2e/... -count=1 -timeout=20m -v -args -ginkgo.v $(GINKGO_ARGS) \
 		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -prometheus=$(PROMETHEUS_BIN) -prometheus-operator=$(PROMETHEUS_OPERATOR) || exit 1; done
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/makerun/... -count=1 -timeout=15m -v -args -ginkgo.v \
-		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" $(GO) test ./test/suites/makerun/... -count=1 -timeout=20m -v -args -ginkgo.v \
+		-modelgate=$(LOCALBIN)/modelgate -devcluster=$(LOCALBIN)/devcluster -helm=$(HELM) -certmanager=$(CERT_MANAGER_DIR)
 
 .PHONY: bench-e2e
 bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency and time to Running for BENCH_PODS (500) pods through Deployments, without and with modelgate's webhooks, then the replica storm (the policy library in force, a rollout restart, the decision cache off and on), then the backstop (the API server's admission latency with the generated ValidatingAdmissionPolicies bound against unbound, BENCH_BACKSTOP_ROUNDS rounds), in one run.
@@ -315,8 +315,15 @@ NODES ?= config/dev/nodes.yaml
 ## config/prometheus's objects and alerts, scraping modelgate.
 RUN_PROMETHEUS_DEPS := $(if $(filter 1,$(PROMETHEUS)),$(PROMETHEUS_BIN) $(PROMTOOL) $(PROMETHEUS_OPERATOR))
 RUN_PROMETHEUS_FLAG := $(if $(filter 1,$(PROMETHEUS)),--prometheus $(PROMETHEUS_BIN) --prometheus-operator $(PROMETHEUS_OPERATOR))
-run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl $(RUN_PROMETHEUS_DEPS) ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything); PROMETHEUS=1 adds a Prometheus scraping it with config/prometheus's objects and alerts.
-	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES) $(RUN_PROMETHEUS_FLAG)
+## INSTALL=helm installs modelgate as the README does instead of running
+## bin/modelgate on the host: the chart, by the pinned helm, with
+## cert-manager (both built into bin/ once), into Pods on the real node
+## (as root).
+INSTALL ?= host
+RUN_HELM_DEPS := $(if $(filter helm,$(INSTALL)),$(HELM) $(CERT_MANAGER_DEPS))
+RUN_HELM_FLAG := $(if $(filter helm,$(INSTALL)),--helm $(HELM) --cert-manager $(CERT_MANAGER_DIR))
+run: build devcluster $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) kubectl $(RUN_PROMETHEUS_DEPS) $(RUN_HELM_DEPS) ## Start a simulated GPU cluster (fake nodes from NODES, default config/dev/nodes.yaml) with modelgate in it (Ctrl-C stops everything); PROMETHEUS=1 adds a Prometheus scraping it with config/prometheus's objects and alerts; INSTALL=helm installs modelgate with the chart and cert-manager into Pods on the real node (as root).
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" KUBECTL="$(KUBECTL)" exec $(LOCALBIN)/devcluster --modelgate $(LOCALBIN)/modelgate --nodes $(NODES) --install $(INSTALL) $(RUN_PROMETHEUS_FLAG) $(RUN_HELM_FLAG)
 
 .PHONY: devcluster
 devcluster: ## Build bin/devcluster, the program behind `make run`.

@@ -5,7 +5,10 @@
 // S3 store on loopback serving the samples' model, which the loaders reach
 // through modelgate's Configuration. It writes bin/dev/kubeconfig, prints
 // the nodes and then where each pod lands, and on Ctrl-C stops everything
-// it started.
+// it started. With --install helm (make run INSTALL=helm) modelgate is
+// not a process of this machine but the chart, installed by helm as the
+// README has users do, into Pods on the real node, with cert-manager's own
+// controllers issuing its certificate (helm.go).
 package main
 
 import (
@@ -16,7 +19,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -26,33 +28,71 @@ import (
 
 	"github.com/modelgate/modelgate/api/annotations"
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
+	"github.com/modelgate/modelgate/test/harnesses/certmanager"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
 )
 
 func main() {
-	binary := flag.String("modelgate", "bin/modelgate", "the modelgate binary to run")
-	user := flag.String("user", defaultUser(), "the user name in bin/dev/kubeconfig (becomes the owner label)")
-	nodes := flag.String("nodes", "", "the fake nodes to register (default config/dev/nodes.yaml)")
-	dir := flag.String("dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
+	var o options
+	flag.StringVar(&o.binary, "modelgate", "bin/modelgate", "the modelgate binary to run")
+	flag.StringVar(&o.user, "user", defaultUser(), "the user name in bin/dev/kubeconfig (becomes the owner label)")
+	flag.StringVar(&o.nodes, "nodes", "", "the fake nodes to register (default config/dev/nodes.yaml)")
+	flag.StringVar(&o.dir, "dir", "", "the folder for the kubeconfig, configurations and logs/ (default bin/dev)")
 	realNode := flag.String("real-node", "auto", "the real node (kubelet + containerd): auto (when root and the machine allows it), on (fail without it) or off")
-	prom := flag.String("prometheus", "", "a prometheus binary to run beside the cluster, scraping modelgate with config/prometheus's objects (make run PROMETHEUS=1); empty: none")
-	operator := flag.String("prometheus-operator", "", "the Prometheus Operator binary that generates --prometheus's configuration from config/prometheus's objects; required with --prometheus")
+	flag.StringVar(&o.prometheus, "prometheus", "", "a prometheus binary to run beside the cluster, scraping modelgate with config/prometheus's objects (make run PROMETHEUS=1); empty: none")
+	flag.StringVar(&o.operator, "prometheus-operator", "", "the Prometheus Operator binary that generates --prometheus's configuration from config/prometheus's objects; required with --prometheus")
+	flag.StringVar(&o.install, "install", installHost, "how modelgate is installed: host (bin/modelgate as a process of this machine) or helm (the chart, by --helm, into Pods on the real node, with cert-manager: make run INSTALL=helm)")
+	flag.StringVar(&o.helm, "helm", "", "the helm binary that installs the chart (required with --install helm)")
+	flag.StringVar(&o.certManager, "cert-manager", "", "cert-manager's controllers and CRDs, as make cert-manager builds them, for --install helm (default bin/cert-manager/<version>)")
 	flag.Parse()
-	mode, err := realNodeMode(*realNode)
+	var err error
+	if o.realNode, err = realNodeMode(*realNode); err == nil {
+		err = o.check()
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(2)
 	}
-	if (*prom == "") != (*operator == "") {
-		fmt.Fprintln(os.Stderr, "make run: --prometheus and --prometheus-operator go together")
-		os.Exit(2)
-	}
-	if err := run(*binary, *user, *nodes, *dir, *prom, *operator, mode); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "make run: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// options are devcluster's flags.
+type options struct {
+	binary, user, nodes, dir string
+	realNode                 cluster.RealNodeMode
+	prometheus, operator     string
+	install, helm            string
+	certManager              string
+}
+
+// check refuses flags that do not go together, each in one line.
+func (o *options) check() error {
+	if (o.prometheus == "") != (o.operator == "") {
+		return errors.New("--prometheus and --prometheus-operator go together")
+	}
+	switch o.install {
+	case installHost:
+		return nil
+	case installHelm:
+	default:
+		return fmt.Errorf("--install=%q: must be host or helm", o.install)
+	}
+	switch {
+	case o.helm == "":
+		return errors.New("--install helm needs --helm, the helm binary (make run INSTALL=helm gives it)")
+	case o.realNode == cluster.RealNodeOff:
+		return errors.New("--install helm needs the real node, the one node that runs containers: leave out --real-node off")
+	case o.prometheus != "":
+		return errors.New("--prometheus works with --install host only (its configuration scrapes modelgate as a process of this machine): leave out PROMETHEUS=1 with INSTALL=helm")
+	}
+	// Only the real node runs modelgate's Pods: it must start.
+	o.realNode = cluster.RealNodeRequired
+	return nil
 }
 
 func defaultUser() string {
@@ -67,6 +107,8 @@ func defaultUser() string {
 var devFiles = []string{
 	"kubeconfig", "modelgate.kubeconfig", "kube-scheduler.kubeconfig", "kube-controller-manager.kubeconfig",
 	"kwok.kubeconfig", "kube-scheduler.yaml", "configuration.yaml",
+	// --install helm's values and helm's own folders.
+	"values.yaml", "helm",
 }
 
 // realNodeMode parses --real-node.
@@ -82,7 +124,7 @@ func realNodeMode(s string) (cluster.RealNodeMode, error) {
 	return 0, fmt.Errorf("--real-node=%q: must be auto, on or off", s)
 }
 
-func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cluster.RealNodeMode) error {
+func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -90,11 +132,16 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 	if err != nil {
 		return err
 	}
+	devDir := o.dir
 	if devDir == "" {
 		devDir = filepath.Join(root, "bin", "dev")
 	}
 	if err := os.MkdirAll(devDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", devDir, err)
+	}
+	helm := o.install == installHelm
+	if o.certManager == "" {
+		o.certManager = certmanager.Dir(root)
 	}
 
 	started := time.Now()
@@ -108,37 +155,59 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 			models.Close()
 		}
 	}()
-	fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
+	startModels := func() {
+		host := "127.0.0.1"
+		if cluster.PodNetworkUp() {
+			host = cluster.NodeGateway
+		}
+		models, modelsErr = startModelSource(host)
+	}
 	metricsAddr, err := cluster.FreeAddr()
 	if err != nil {
 		return err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{
-		Root: root, Dir: devDir, Nodes: nodes, Modelgate: binary, ModelgateOutput: os.Stdout, User: user,
+	opts := cluster.Options{
+		Root: root, Dir: devDir, Nodes: o.nodes, Modelgate: o.binary, ModelgateOutput: os.Stdout, User: o.user,
 		Configure: func(cfg *config.Configuration) {
-			host := "127.0.0.1"
-			if cluster.PodNetworkUp() {
-				host = cluster.NodeGateway
-			}
-			if models, modelsErr = startModelSource(host); modelsErr == nil {
+			startModels()
+			if modelsErr == nil {
 				configureLoader(cfg, models)
 			}
 			configureMetrics(cfg, metricsAddr)
 		},
 		// Tainted: only Pods that tolerate it land there, which in
 		// "default" are the serving Pods (labelDefaultNamespace).
-		RealNode: cluster.RealNodeOptions{Mode: mode, Taint: true},
+		RealNode: cluster.RealNodeOptions{Mode: o.realNode, Taint: true},
 		// The backstop on, as a demanding install runs: the sample
 		// policies' CEL forms are ValidatingAdmissionPolicies the API
 		// server enforces itself, so a stopped or hung modelgate leaves
 		// them in force (injection and modelgate's own checks fail open).
 		Backstop: true,
-	})
+	}
+	if helm {
+		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the real node, then cert-manager and the chart ...")
+		// Nothing of modelgate but its image, which the node's registry
+		// serves under the chart's reference; the chart installs the rest,
+		// with its own defaults (the backstop off).
+		image, err := chartImage(root)
+		if err != nil {
+			return err
+		}
+		opts.Install, opts.Configure, opts.Backstop = cluster.InstallNone, nil, false
+		opts.RealNode.ModelgateImages = []string{image}
+	} else {
+		fmt.Println("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and modelgate ...")
+	}
+	c, err := cluster.Start(ctx, opts)
 	defer func() {
 		for _, f := range devFiles {
-			_ = os.Remove(filepath.Join(devDir, f))
+			_ = os.RemoveAll(filepath.Join(devDir, f))
 		}
 	}()
+	var unavailable *cluster.NodeUnavailableError
+	if helm && errors.As(err, &unavailable) {
+		return fmt.Errorf("--install helm needs the real node, the one node that runs containers, and it cannot start here: %w", unavailable)
+	}
 	if err != nil {
 		return err
 	}
@@ -149,6 +218,9 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 		}
 		fmt.Println("stopped; nothing left running")
 	}()
+	if helm {
+		startModels()
+	}
 	if modelsErr != nil {
 		return modelsErr
 	}
@@ -156,6 +228,21 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 	admin, err := client.New(c.Admin, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return fmt.Errorf("creating a client: %w", err)
+	}
+	var (
+		cm       *certmanager.CertManager
+		replicas []corev1.Pod
+	)
+	if helm {
+		if cm, replicas, err = installChart(ctx, c, admin, root, devDir, o.helm, o.certManager, models); err != nil {
+			return err
+		}
+		defer func() {
+			fmt.Println("stopping cert-manager ...")
+			if err := cm.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping cert-manager: %v\n", err)
+			}
+		}()
 	}
 	// The samples land in "default": give it a team, so they show the
 	// modelgate.io/team label too, and send its serving Pods to the real
@@ -167,9 +254,9 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 		return err
 	}
 	var prom *prometheus.Server
-	if promBinary != "" {
+	if o.prometheus != "" {
 		var stopProm func()
-		if prom, stopProm, err = startPrometheus(ctx, promBinary, operatorBinary, root, devDir, c, admin, metricsAddr); err != nil {
+		if prom, stopProm, err = startPrometheus(ctx, o.prometheus, o.operator, root, devDir, c, admin, metricsAddr); err != nil {
 			return fmt.Errorf("starting prometheus: %w", err)
 		}
 		defer stopProm()
@@ -190,8 +277,17 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 	if err := admin.List(ctx, nodeList); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	k := printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir)
-	printMetrics(k, metricsAddr)
+	backstop := backstopOn
+	if helm {
+		backstop = backstopChart
+	}
+	k := printUsage(root, c.Kubeconfig, time.Since(started), cluster.NodeTable(nodeList.Items), c.LogDir, backstop)
+	if helm {
+		printChartMetrics(k, replicas)
+		printChart(root, o.helm, k, c, cm)
+	} else {
+		printMetrics(k, metricsAddr)
+	}
 	if prom != nil {
 		printPrometheus(prom)
 	}
@@ -207,12 +303,22 @@ func run(binary, user, nodes, devDir, promBinary, operatorBinary string, mode cl
 		return err
 	case <-promExited(prom):
 		return fmt.Errorf("prometheus exited; see %s", prom.Log)
+	case <-certManagerExited(cm):
+		return fmt.Errorf("cert-manager exited; see %s", cm.Log())
 	case err := <-placements:
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("watching pods: %w", err)
 		}
 	}
 	return nil
+}
+
+// certManagerExited is closed when cert-manager exits; never, without it.
+func certManagerExited(cm *certmanager.CertManager) <-chan struct{} {
+	if cm == nil {
+		return nil
+	}
+	return cm.Exited()
 }
 
 // promExited is closed when prom exits; never, without one.
@@ -228,8 +334,12 @@ func promExited(prom *prometheus.Server) <-chan struct{} {
 // model is small).
 func configureLoader(cfg *config.Configuration, models *modelSource) {
 	cfg.Injection.Loader.Env = models.loaderEnv()
-	cfg.Injection.Loader.Args = []string{"--uri=" + config.ArgURI, "--dest=" + config.ArgDest, "--progress-interval=1s"}
+	cfg.Injection.Loader.Args = loaderArgs
 }
+
+// loaderArgs are the loader's arguments in make run: the default ones,
+// and a progress line every second.
+var loaderArgs = []string{"--uri=" + config.ArgURI, "--dest=" + config.ArgDest, "--progress-interval=1s"}
 
 // sampleTeam is the team "default" gets in the dev cluster.
 const sampleTeam = "ml-platform"
@@ -258,98 +368,4 @@ func labelDefaultNamespace(ctx context.Context, c client.Client, realNode bool) 
 		return fmt.Errorf("labelling namespace default: %w", err)
 	}
 	return nil
-}
-
-// printUsage prints the nodes and how to use the cluster, and returns the
-// kubectl command line it tells the user to use.
-func printUsage(root, kubeconfig string, took time.Duration, nodes, logDir string) string {
-	rel := func(p string) string {
-		if r, err := filepath.Rel(root, p); err == nil {
-			return r
-		}
-		return p
-	}
-	kc := rel(kubeconfig)
-	kubectl := os.Getenv("KUBECTL")
-	if kubectl == "" {
-		kubectl = "kubectl"
-	}
-	k := kubectl + " --kubeconfig " + kc
-	fmt.Printf(`
-modelgate is running in a simulated GPU cluster (ready in %s): a real
-kube-apiserver, controller-manager and scheduler, and kwok playing the
-kubelets of these fake nodes (config/dev/nodes.yaml):
-
-%s
-  export KUBECONFIG=%s
-  %s apply -f config/samples/
-  %s get pods -o wide -L modelgate.io/owner,modelgate.io/team
-  %s get deploy llm-server -o yaml
-  %s get aiinferences -o wide
-  %s get aiinferences.v1alpha1.serving.modelgate.io llama-sglang -o yaml
-  %s apply -k config/samples/policies
-  %s get workloadpolicies
-  %s get validatingadmissionpolicies,validatingadmissionpolicybindings
-  %s get policyreports -A
-
-Pods are scheduled for real (GPU counts, products, memory, taints); on
-kwok's nodes kwok marks them Running (a Job's pods then Succeeded) and no
-container runs.
-Where each pod lands is printed below as it happens. The samples include an
-AIInference in each of v1alpha1, v1beta1 and v1, all stored as v1; read any
-of them in any version. modelgate's controller makes each a Deployment and a
-Service, which its webhook decorates; their status shows Pending, Loading,
-Ready or Failed, and why.
-The namespace "default" is labelled modelgate.io/team=%s. With the sample
-policies applied, the samples' Job and Pod are denied (model bucket, GPU
-product): delete and re-apply them to see the answers. The audit judges
-what already runs 15s after a policy change: the PolicyReports and the
-policies' Failing column show what the sample policies find in the
-samples already applied.
-The backstop is on (policy.backstop): each sample policy's CEL form is a
-ValidatingAdmissionPolicy (modelgate-<policy>) that the API server enforces
-itself, so with modelgate stopped or hung (kill -STOP it) a workload that
-breaks one is still refused; injection and modelgate's own checks then
-fail open, and the audit reports what was admitted uninjected.
-Component logs: %s. Press Ctrl-C to stop everything.
-
-`, took.Round(100*time.Millisecond), indent(nodes), kc, k, k, k, k, k, k, k, k, k, sampleTeam, rel(logDir))
-	return k
-}
-
-// printRealNode says whether the real node runs, and if not, why; when
-// it runs, where the samples land and how to watch their loaders.
-func printRealNode(c *cluster.Cluster, k string) {
-	switch {
-	case c.RealNode != nil:
-		fmt.Printf(`The real node %s runs Pods in real containers (kubelet, containerd, runc;
-host networking; %d GPUs from a device plugin; images from the registry on
-%s, a stand-in engine for vLLM's, SGLang's and TGI's). In "default", the
-Pods that name a serving engine (the sample Deployment's and the
-AIInferences') prefer it: there the loader really downloads the samples'
-model, hf://%s or s3://%s/%s (%d MiB, from a Hub
-and an S3 store on loopback that the Configuration's injection.loader.env
-points the loaders at), and the engine serves it:
-
-  %s get pods -o wide -w    # Init:0/1, PodInitializing, Running, then READY 1/1
-  %s logs deploy/llm-server -c model-loader
-
-Pods it cannot fit (GPUs, CPU, memory, a port already taken on the host)
-go to kwok's nodes, as do the Job and the notebook (no stand-in runs
-their images). Pods in a namespace labelled %s=true
-all run there. Its logs: %s/kubelet.log and containerd.log.
-
-`, c.RealNode.Name, c.RealNode.GPUs, c.RealNode.Registry, sampleHFRepo, sampleS3Bucket, sampleS3Prefix,
-			sampleModelSize()>>20, k, k, cluster.RealNodeNamespaceLabel, c.LogDir)
-	case c.RealNodeSkipped != "":
-		fmt.Printf("No real node (kwok's nodes only): %s.\n\n", c.RealNodeSkipped)
-	}
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	for line := range strings.Lines(s) {
-		b.WriteString("  " + line)
-	}
-	return b.String()
 }

@@ -33,7 +33,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/modelgate/modelgate/api/annotations"
 	"github.com/modelgate/modelgate/mutators"
+	"github.com/modelgate/modelgate/test/harnesses/certmanager"
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 )
@@ -47,8 +49,8 @@ type devcluster struct {
 }
 
 // startDevcluster starts bin/devcluster with the real node required, in
-// dir, and waits for it to say it is ready.
-func startDevcluster(root, dir string) *devcluster {
+// dir, with more flags args, and waits for it to say it is ready.
+func startDevcluster(root, dir string, args ...string) *devcluster {
 	binary, mg := *devclusterBinary, *modelgateBinary
 	if binary == "" {
 		binary = filepath.Join(root, "bin", "devcluster")
@@ -57,7 +59,7 @@ func startDevcluster(root, dir string) *devcluster {
 		mg = filepath.Join(root, "bin", "modelgate")
 	}
 	d := &devcluster{out: gbytes.NewBuffer(), exited: make(chan error, 1), dir: dir}
-	d.cmd = exec.Command(binary, "--modelgate", mg, "--dir", dir, "--user", "newcomer", "--real-node=on")
+	d.cmd = exec.Command(binary, append([]string{"--modelgate", mg, "--dir", dir, "--user", "newcomer", "--real-node=on"}, args...)...)
 	d.cmd.Dir = root
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	Expect(d.cmd.Start()).To(Succeed(), "run `make devcluster`")
@@ -85,7 +87,7 @@ func startDevcluster(root, dir string) *devcluster {
 		default:
 		}
 		g.Expect(string(d.out.Contents())).To(ContainSubstring("Press Ctrl-C to stop everything"))
-	}).WithTimeout(3*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "make run did not start")
+	}).WithTimeout(5*time.Minute).WithPolling(200*time.Millisecond).Should(Succeed(), "make run did not start")
 	Expect(d.out).To(gbytes.Say("Press Ctrl-C to stop everything"))
 	Eventually(d.out).WithTimeout(10 * time.Second).Should(gbytes.Say(`The real node \S+ runs Pods in real containers`))
 	return d
@@ -125,30 +127,7 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		realNode := nodes.Items[0].Name
 
 		By("scraping modelgate's metrics as make run prints, with the metrics reader's token")
-		m := regexp.MustCompile(`create token (\S+)\)" (https://127\.0\.0\.1:\d+/metrics)`).FindStringSubmatch(string(d.out.Contents()))
-		Expect(m).To(HaveLen(3), "make run prints how to scrape its metrics")
-		tr, err := cs.CoreV1().ServiceAccounts("modelgate-system").CreateToken(ctx, m[1], &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		scrape := func(token string) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, m[2], nil)
-			Expect(err).NotTo(HaveOccurred())
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // InsecureSkipVerify: the dev cluster's self-signed metrics certificate.
-			resp, err := hc.Do(req)
-			Expect(err).NotTo(HaveOccurred())
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			Expect(err).NotTo(HaveOccurred())
-			return resp.StatusCode, string(body)
-		}
-		code, body := scrape(tr.Status.Token)
-		Expect(code).To(Equal(http.StatusOK), body)
-		Expect(body).To(ContainSubstring("modelgate_mutating_reviews_total"))
-		Expect(body).To(ContainSubstring("modelgate_policy_decision_cache_max_bytes"))
-		code, _ = scrape("")
-		Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "metrics without a token")
+		expectPrintedScrape(ctx, cs, d, `127\.0\.0\.1:\d+`)
 
 		By("kubectl apply -f config/samples/")
 		files, err := filepath.Glob(filepath.Join(root, "config", "samples", "*.yaml"))
@@ -186,6 +165,95 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		again.interrupt(root)
 	}, SpecTimeout(10*time.Minute))
 })
+
+var _ = Describe("make run INSTALL=helm (bin/devcluster --install helm)", func() {
+	It("installs the chart's two replicas on the real node, which inject an applied sample, and leaves nothing on Ctrl-C", func(ctx SpecContext) {
+		Expect(os.Geteuid()).To(Equal(0), "the real node needs root: run make test-e2e as root")
+		Expect(*helmBinary).NotTo(BeEmpty(), "-helm is required (make test-e2e gives it)")
+		root, err := env.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		cmDir := *certManagerDir
+		if cmDir == "" {
+			cmDir = certmanager.Dir(root)
+		}
+		dir := GinkgoT().TempDir()
+		started := time.Now()
+		d := startDevcluster(root, dir, "--install", "helm", "--helm", *helmBinary, "--cert-manager", cmDir)
+		AddReportEntry("make run INSTALL=helm ready after", time.Since(started).Round(100*time.Millisecond).String())
+		Expect(string(d.out.Contents())).To(ContainSubstring("modelgate runs from the chart"))
+
+		kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+		Expect(err).NotTo(HaveOccurred())
+		dev, err := client.New(kc, client.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		cs, err := kubernetes.NewForConfig(kc)
+		Expect(err).NotTo(HaveOccurred())
+		nodes := &corev1.NodeList{}
+		Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
+		Expect(nodes.Items).To(HaveLen(1), "the real node")
+
+		By("the chart's two replicas Running on the real node, in its Pod network")
+		pods := &corev1.PodList{}
+		Expect(dev.List(ctx, pods, client.InNamespace("modelgate-system"), client.MatchingLabels{"app.kubernetes.io/name": "modelgate"})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(2))
+		for _, p := range pods.Items {
+			Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
+			Expect(p.Spec.NodeName).To(Equal(nodes.Items[0].Name), p.Name)
+			Expect(p.Spec.HostNetwork).To(BeFalse(), p.Name)
+			Expect(p.Spec.Containers[0].Image).To(HavePrefix("ghcr.io/modelgate/modelgate:"), p.Name)
+		}
+
+		By("scraping a replica's metrics as make run prints, with the metrics reader's token")
+		expectPrintedScrape(ctx, cs, d, `10\.250\.0\.\d+:8443`)
+
+		By("kubectl apply -f config/samples/deployment.yaml: injected by the replicas")
+		b, err := os.ReadFile(filepath.Join(root, "config", "samples", "deployment.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{}
+		Expect(yaml.Unmarshal(b, &u.Object)).To(Succeed())
+		u.SetNamespace("default")
+		Expect(dev.Create(ctx, u)).To(Succeed())
+		Expect(u.GetAnnotations()).To(HaveKey(annotations.Injected), "the sample Deployment came back without modelgate's record")
+		Expect(u.GetLabels()).To(HaveKeyWithValue(annotations.TeamLabel, "ml-platform"), "the team make run gives \"default\"")
+		inits, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "initContainers")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(inits).To(ContainElement(HaveKeyWithValue("name", mutators.LoaderContainerName)), "the injected loader")
+
+		By("Ctrl-C")
+		d.interrupt(root)
+	}, SpecTimeout(8*time.Minute))
+})
+
+// expectPrintedScrape scrapes modelgate's metrics at the address make run
+// printed (host, a pattern) with a token of the reader it names, and
+// checks that a request without a token is refused.
+func expectPrintedScrape(ctx context.Context, cs kubernetes.Interface, d *devcluster, host string) {
+	GinkgoHelper()
+	m := regexp.MustCompile(`create token (\S+)\)" (https://` + host + `/metrics)`).FindStringSubmatch(string(d.out.Contents()))
+	Expect(m).To(HaveLen(3), "make run prints how to scrape its metrics")
+	tr, err := cs.CoreV1().ServiceAccounts("modelgate-system").CreateToken(ctx, m[1], &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	scrape := func(token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, m[2], nil)
+		Expect(err).NotTo(HaveOccurred())
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // InsecureSkipVerify: the metrics server's self-signed certificate.
+		resp, err := hc.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, string(body)
+	}
+	code, body := scrape(tr.Status.Token)
+	Expect(code).To(Equal(http.StatusOK), body)
+	Expect(body).To(ContainSubstring("modelgate_mutating_reviews_total"))
+	Expect(body).To(ContainSubstring("modelgate_policy_decision_cache_max_bytes"))
+	code, _ = scrape("")
+	Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "metrics without a token")
+}
 
 // readyOnRealNode waits for the one Pod each selector selects to be
 // Ready on node, having been seen initializing (the loader running)
