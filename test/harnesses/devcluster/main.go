@@ -2,7 +2,8 @@
 // (test/harnesses/cluster: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler, kwok with the fake nodes in config/dev/nodes.yaml, and as
 // root the real node) with modelgate serving its webhooks, and a Hub and an
-// S3 store on loopback serving the samples' model, which the loaders reach
+// S3 store (on the real node's gateway, or on loopback without it) serving
+// the samples' model, which the loaders reach
 // through modelgate's Configuration. It writes bin/dev/kubeconfig, prints
 // the nodes and then where each pod lands, and on Ctrl-C stops everything
 // it started. With --install helm (make run INSTALL=helm) modelgate is
@@ -345,8 +346,8 @@ var loaderArgs = []string{"--uri=" + config.ArgURI, "--dest=" + config.ArgDest, 
 const sampleTeam = "ml-platform"
 
 // labelDefaultNamespace gives "default" its team and, with the real
-// node, the label that makes its serving Pods prefer the real node (with
-// host networking): the samples' loaders and engines run there in real
+// node, the label that makes its serving Pods prefer the real node: the
+// samples' loaders and engines run there in real
 // containers when it fits them, and on kwok's nodes otherwise. It
 // merge-patches the labels alone (no conflict with another writer of the
 // namespace); the API server's admission and modelgate's webhook see them a

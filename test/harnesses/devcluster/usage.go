@@ -83,19 +83,19 @@ func printRealNode(c *cluster.Cluster, k string) {
 	switch {
 	case c.RealNode != nil:
 		fmt.Printf(`The real node %s runs Pods in real containers (kubelet, containerd, runc;
-host networking; %d GPUs from a device plugin; images from the registry on
+each Pod in its own network on the node's bridge; %d GPUs from a device
+plugin; images from the registry on
 %s, a stand-in engine for vLLM's, SGLang's and TGI's). In "default", the
 Pods that name a serving engine (the sample Deployment's and the
 AIInferences') prefer it: there the loader really downloads the samples'
 model, hf://%s or s3://%s/%s (%d MiB, from a Hub
-and an S3 store on loopback that the Configuration's injection.loader.env
+and an S3 store on the node's gateway that the Configuration's injection.loader.env
 points the loaders at), and the engine serves it:
 
   %s get pods -o wide -w    # Init:0/1, PodInitializing, Running, then READY 1/1
   %s logs deploy/llm-server -c model-loader
 
-Pods it cannot fit (GPUs, CPU, memory, a port already taken on the host)
-go to kwok's nodes, as do the Job and the notebook (no stand-in runs
+Pods it cannot fit (GPUs, CPU, memory) go to kwok's nodes, as do the Job and the notebook (no stand-in runs
 their images). Pods in a namespace labelled %s=true
 all run there. Its logs: %s/kubelet.log and containerd.log.
 
