@@ -78,8 +78,8 @@ func podNetworkConf() string {
 // checkPodNetwork checks that the Pod network's ranges are free on this
 // machine: no address or route of another interface falls in PodCIDR or
 // ServiceCIDR (a route the machine has to such an address would be
-// shadowed by the bridge's). A bridge an earlier node left is removed
-// before, by the footprint's clean.
+// shadowed by the bridge's). A bridge an earlier node left (a cluster
+// killed before its Stop) does not count: setUpPodBridge replaces it.
 func checkPodNetwork() error {
 	ranges := mustCIDRs(PodCIDR, ServiceCIDR)
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
