@@ -163,11 +163,11 @@ func waitServed(ctx context.Context, t *testing.T, cm *certmanager.CertManager, 
 // calls, and opens another when more calls are in flight than it has
 // connections. Bursts of creates, counted with the load's, ask for more
 // until it does. It returns the count of new connections.
-func waitNewConnection(ctx context.Context, t *testing.T, proxy *certmanager.ServiceProxy, l *load, c client.Client) int64 {
+func waitNewConnection(ctx context.Context, t *testing.T, proxy *certmanager.ServiceProxy, l *env.Load) int64 {
 	t.Helper()
 	base := proxy.Connections()
 	err := wait.PollUntilContextTimeout(ctx, 0, time.Minute, true, func(ctx context.Context) (bool, error) {
-		l.burst(ctx, c, burst)
+		l.Burst(ctx, burst)
 		return proxy.Connections() > base, nil
 	})
 	if err != nil {

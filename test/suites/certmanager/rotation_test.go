@@ -173,7 +173,7 @@ func TestCertManagerMode(t *testing.T) {
 	// The rotation: renewBefore set to the duration less renewAfter, so
 	// that each serving certificate is renewed renewAfter after its issue,
 	// while Pods are created at a steady rate.
-	load := startLoad(ctx, c)
+	load := env.StartLoad(ctx, func(ctx context.Context) error { return createPod(ctx, c) })
 	cert := certificate(ctx, t, c, servingCertificate)
 	before := cert.DeepCopy()
 	renewBefore := cert.Spec.Duration.Duration - renewAfter
@@ -203,9 +203,9 @@ func TestCertManagerMode(t *testing.T) {
 		issued := time.Now()
 		waitServed(ctx, t, cm, backend, ca, next)
 		served := time.Now()
-		handshakes := waitNewConnection(ctx, t, proxy, load, c)
+		handshakes := waitNewConnection(ctx, t, proxy, load)
 		t.Logf("rotation %d: serial %s -> %s; in the Secret %s after the wait for it began, served %s later; the API server's new connections with it: %d (admissions so far: %d)",
-			i+1, prev, next, issued.Sub(changed).Round(time.Millisecond), served.Sub(issued).Round(time.Millisecond), handshakes, load.admitted())
+			i+1, prev, next, issued.Sub(changed).Round(time.Millisecond), served.Sub(issued).Round(time.Millisecond), handshakes, load.Admitted())
 		serials = append(serials, next)
 	}
 	// renewBefore back to the release's: the rotations stop.
@@ -217,11 +217,13 @@ func TestCertManagerMode(t *testing.T) {
 	}
 	// The load goes on until admissions were made with the last
 	// certificate served.
-	load.waitMore(ctx, t, 20)
-	admitted, failed := load.stop()
+	if err := load.WaitMore(ctx, 20, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	admitted, failed := load.Stop()
 	t.Logf("API server connections to modelgate: %d", proxy.Connections())
 	t.Logf("admissions during the rotations: %d made, %d failed (%.1f/s; %d of the load's ticks skipped, every create in flight)",
-		admitted, len(failed), load.rate(), load.skips())
+		admitted, len(failed), load.Rate(), load.Skipped())
 	if admitted == 0 {
 		t.Error("no Pod was admitted during the rotations")
 	}

@@ -8,7 +8,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/prometheus"
@@ -34,7 +33,7 @@ const monitoringInterval = "2s"
 // monitors.
 func installOperator(ctx context.Context, dir string) {
 	GinkgoHelper()
-	admin := adminClientScheme()
+	admin := adminClient()
 	Expect(prometheus.InstallOperator(ctx, admin, *operatorBinary, root)).To(Succeed())
 	op, err := prometheus.StartOperator(ctx, gpuCluster.Admin, *operatorBinary, dir)
 	Expect(err).NotTo(HaveOccurred())
@@ -54,7 +53,7 @@ func startPrometheus(ctx context.Context) *prometheus.Server {
 	dir := filepath.Join(gpuCluster.LogDir, "..", "prometheus")
 	Expect(os.MkdirAll(dir, 0o750)).To(Succeed())
 	key := installNamespace + "/modelgate"
-	cfg, err := prometheus.Configure(ctx, adminClientScheme(), gpuCluster.Admin,
+	cfg, err := prometheus.Configure(ctx, adminClient(), gpuCluster.Admin,
 		prometheus.ConfigOptions{Binary: *prometheusBinary, Interval: monitoringInterval, Dir: dir}, []string{key}, []string{key})
 	Expect(err).NotTo(HaveOccurred())
 	for _, c := range cfg.Adjusted {
@@ -75,15 +74,6 @@ func stopPrometheus(s *prometheus.Server) {
 		AddReportEntry("prometheus's log", cluster.Tail(s.Log, 30))
 	}
 	_ = s.Stop()
-}
-
-// adminClientScheme is the administrator's client with the suite's
-// scheme.
-func adminClientScheme() client.Client {
-	GinkgoHelper()
-	c, err := client.New(gpuCluster.Admin, client.Options{Scheme: k8s.Scheme()})
-	Expect(err).NotTo(HaveOccurred())
-	return c
 }
 
 // alertActive waits until the named alert is pending or firing.
