@@ -13,3 +13,13 @@ func NotScheduled(p *corev1.Pod) *corev1.PodCondition {
 	}
 	return nil
 }
+
+// PodReady says whether a pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

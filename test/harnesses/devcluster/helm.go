@@ -190,7 +190,7 @@ func readyReplicas(ctx context.Context, c client.Client) ([]corev1.Pod, error) {
 	}
 	var ready []corev1.Pod
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && podReady(&p) {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && cluster.PodReady(&p) {
 			ready = append(ready, p)
 		}
 	}
@@ -199,15 +199,6 @@ func readyReplicas(ctx context.Context, c client.Client) ([]corev1.Pod, error) {
 	}
 	slices.SortFunc(ready, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return ready, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // chartReport describes the chart's namespace's Pods and events, for a

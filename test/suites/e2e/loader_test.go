@@ -26,6 +26,7 @@ import (
 	"github.com/modelgate/modelgate/loader/hf/hubtest"
 	"github.com/modelgate/modelgate/loader/loadertest"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/test/harnesses/cluster"
 	"github.com/modelgate/modelgate/test/harnesses/env"
 )
 
@@ -191,7 +192,7 @@ var _ = Describe("The injected model loader, on the real node", func() {
 			pods := podsOf(ctx, g, ns, "tgi")
 			g.Expect(pods).To(HaveLen(1), "the old Pod is gone")
 			g.Expect(pods[0].Spec.SecurityContext.FSGroup).NotTo(BeNil())
-			g.Expect(podReady(&pods[0])).To(BeTrue(), describeStatus(&pods[0]))
+			g.Expect(cluster.PodReady(&pods[0])).To(BeTrue(), describeStatus(&pods[0]))
 			pod = pods[0]
 		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(Succeed(), func() string { return events(ctx, ns) })
 		s := initStatus(Default, &pod, loaderName)

@@ -128,18 +128,9 @@ func readyPod(ctx context.Context, namespace, name string, timeout time.Duration
 		pods := podsOf(ctx, g, namespace, name)
 		g.Expect(pods).To(HaveLen(1))
 		pod = pods[0]
-		g.Expect(podReady(&pod)).To(BeTrue(), "pod %s is not Ready: %s", pod.Name, describeStatus(&pod))
+		g.Expect(cluster.PodReady(&pod)).To(BeTrue(), "pod %s is not Ready: %s", pod.Name, describeStatus(&pod))
 	}).WithContext(ctx).WithTimeout(timeout).WithPolling(250*time.Millisecond).Should(Succeed(), func() string { return events(ctx, namespace) })
 	return pod
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // describeStatus is a Pod's phase and containers' states in one line.
