@@ -115,16 +115,7 @@ var _ = Describe("make run (bin/devcluster) with the real node", func() {
 		dir := GinkgoT().TempDir()
 		d := startDevcluster(root, dir)
 
-		kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
-		Expect(err).NotTo(HaveOccurred())
-		dev, err := client.New(kc, client.Options{})
-		Expect(err).NotTo(HaveOccurred())
-		cs, err := kubernetes.NewForConfig(kc)
-		Expect(err).NotTo(HaveOccurred())
-		nodes := &corev1.NodeList{}
-		Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
-		Expect(nodes.Items).To(HaveLen(1), "the real node")
-		realNode := nodes.Items[0].Name
+		dev, cs, realNode := devClients(ctx, dir)
 
 		By("scraping modelgate's metrics as make run prints, with the metrics reader's token")
 		expectPrintedScrape(ctx, cs, d, `127\.0\.0\.1:\d+`)
@@ -182,15 +173,7 @@ var _ = Describe("make run INSTALL=helm (bin/devcluster --install helm)", func()
 		AddReportEntry("make run INSTALL=helm ready after", time.Since(started).Round(100*time.Millisecond).String())
 		Expect(string(d.out.Contents())).To(ContainSubstring("modelgate runs from the chart"))
 
-		kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
-		Expect(err).NotTo(HaveOccurred())
-		dev, err := client.New(kc, client.Options{})
-		Expect(err).NotTo(HaveOccurred())
-		cs, err := kubernetes.NewForConfig(kc)
-		Expect(err).NotTo(HaveOccurred())
-		nodes := &corev1.NodeList{}
-		Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
-		Expect(nodes.Items).To(HaveLen(1), "the real node")
+		dev, cs, realNode := devClients(ctx, dir)
 
 		By("the chart's two replicas Running on the real node, in its Pod network")
 		pods := &corev1.PodList{}
@@ -198,7 +181,7 @@ var _ = Describe("make run INSTALL=helm (bin/devcluster --install helm)", func()
 		Expect(pods.Items).To(HaveLen(2))
 		for _, p := range pods.Items {
 			Expect(p.Status.Phase).To(Equal(corev1.PodRunning), p.Name)
-			Expect(p.Spec.NodeName).To(Equal(nodes.Items[0].Name), p.Name)
+			Expect(p.Spec.NodeName).To(Equal(realNode), p.Name)
 			Expect(p.Spec.HostNetwork).To(BeFalse(), p.Name)
 			Expect(p.Spec.Containers[0].Image).To(HavePrefix("ghcr.io/modelgate/modelgate:"), p.Name)
 		}
@@ -253,6 +236,22 @@ func expectPrintedScrape(ctx context.Context, cs kubernetes.Interface, d *devclu
 	Expect(body).To(ContainSubstring("modelgate_policy_decision_cache_max_bytes"))
 	code, _ = scrape("")
 	Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "metrics without a token")
+}
+
+// devClients are the clients of make run's kubeconfig in dir, and the
+// real node's name (there must be one).
+func devClients(ctx context.Context, dir string) (client.Client, kubernetes.Interface, string) {
+	GinkgoHelper()
+	kc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(dir, "kubeconfig"))
+	Expect(err).NotTo(HaveOccurred())
+	dev, err := client.New(kc, client.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	cs, err := kubernetes.NewForConfig(kc)
+	Expect(err).NotTo(HaveOccurred())
+	nodes := &corev1.NodeList{}
+	Expect(dev.List(ctx, nodes, client.MatchingLabels{cluster.RealNodeLabel: "real"})).To(Succeed())
+	Expect(nodes.Items).To(HaveLen(1), "the real node")
+	return dev, cs, nodes.Items[0].Name
 }
 
 // readyOnRealNode waits for the one Pod each selector selects to be
