@@ -82,13 +82,17 @@ func podNetworkConf() string {
 // killed before its Stop) does not count: setUpPodBridge replaces it.
 func checkPodNetwork() error {
 	ranges := mustCIDRs(PodCIDR, ServiceCIDR)
+	bridge := -1 // the index of an earlier node's bridge, if any
+	if l, err := netlink.LinkByName(podBridge); err == nil {
+		bridge = l.Attrs().Index
+	}
 	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
 	if err != nil {
 		return &NodeUnavailableError{"cannot list the machine's addresses (" + err.Error() + ")", "the real node's Pod network needs netlink"}
 	}
 	for _, a := range addrs {
 		for _, r := range ranges {
-			if r.Contains(a.IP) && !isPodBridge(a.LinkIndex) {
+			if r.Contains(a.IP) && a.LinkIndex != bridge {
 				return &NodeUnavailableError{"address " + a.IPNet.String() + " of this machine is in the real node's Pod network " + r.String(),
 					"the real node's Pods and Services use " + PodCIDR + " and " + ServiceCIDR + "; free them, or use kwok's nodes only"}
 			}
@@ -99,7 +103,7 @@ func checkPodNetwork() error {
 		return &NodeUnavailableError{"cannot list the machine's routes (" + err.Error() + ")", "the real node's Pod network needs netlink"}
 	}
 	for _, rt := range routes {
-		if rt.Dst == nil || isPodBridge(rt.LinkIndex) {
+		if rt.Dst == nil || rt.LinkIndex == bridge {
 			continue // the default route, or the bridge's own
 		}
 		for _, r := range ranges {
@@ -116,12 +120,6 @@ func checkPodNetwork() error {
 func ones(n *net.IPNet) int {
 	o, _ := n.Mask.Size()
 	return o
-}
-
-// isPodBridge says whether the interface of that index is the Pod bridge.
-func isPodBridge(index int) bool {
-	l, err := netlink.LinkByIndex(index)
-	return err == nil && l.Attrs().Name == podBridge
 }
 
 // mustCIDRs parses the package's own constant ranges.

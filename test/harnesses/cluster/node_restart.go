@@ -46,63 +46,59 @@ func (n *RealNode) Restart(ctx context.Context, admin client.Client, killContain
 	if err := n.startContainerd(ctx, "containerd"+suffix); err != nil {
 		return err
 	}
-	if err := n.startKubeletAgain(ctx, "kubelet-"+strconv.Itoa(n.restarts)); err != nil {
+	// The Node was Ready before: wait for the new kubelet's own word,
+	// starting it again whenever it exits first.
+	if err := n.kubeletUntilReady(ctx, admin, restarted, "kubelet-"+strconv.Itoa(n.restarts)); err != nil {
 		return err
 	}
 	n.watchServices()
-	// The Node was Ready before: wait for the new kubelet's own word.
-	if err := n.waitHeartbeat(ctx, admin, restarted); err != nil {
-		return err
-	}
 	return n.waitReady(ctx, admin)
 }
 
-// kubeletRetries and kubeletSettle are how startKubeletAgain restarts a
-// kubelet that exits at once, as systemd's Restart= does: containerd may
-// not serve the CRI yet when its socket appears (after a reboot it first
-// recovers its containers), and the kubelet then exits ("server is not
-// initialized yet").
-const (
-	kubeletRetries = 10
-	kubeletSettle  = 3 * time.Second
-)
+// kubeletRestartDelay is how long kubeletUntilReady waits before starting
+// an exited kubelet again, as systemd's RestartSec does.
+const kubeletRestartDelay = time.Second
 
-// startKubeletAgain starts the kubelet, logging to <log>.log (then
-// <log>-<attempt>.log), and starts it again while it exits within
-// kubeletSettle.
-func (n *RealNode) startKubeletAgain(ctx context.Context, log string) error {
-	name := log + ".log"
-	for attempt := 1; ; attempt++ {
-		p, err := startProcessEnv("kubelet", n.bins.kubelet, n.kubeletArgs, nodeEnv(n.bins), filepath.Join(n.LogDir, name), nil)
-		if err != nil {
-			return err
-		}
-		n.kubelet = p
-		select {
-		case <-p.Exited():
-			if attempt == kubeletRetries {
-				return p.exitError()
-			}
-			name = log + "-" + strconv.Itoa(attempt+1) + ".log"
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Second):
-			}
-		case <-time.After(kubeletSettle):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// waitHeartbeat waits until the Node's Ready condition is true with a
-// heartbeat no older than since (the API keeps seconds).
-func (n *RealNode) waitHeartbeat(ctx context.Context, admin client.Client, since metav1.Time) error {
+// kubeletUntilReady starts the kubelet (logging to <log>.log, then
+// <log>-<n>.log for each start after) and waits until the Node's Ready
+// condition is true with a heartbeat no older than since (the API keeps
+// seconds), starting the kubelet again when it exits before, as systemd's
+// Restart= does: containerd may not serve the CRI yet when its socket
+// appears (after a reboot it first recovers its containers), and the
+// kubelet then exits ("server is not initialized yet").
+func (n *RealNode) kubeletUntilReady(ctx context.Context, admin client.Client, since metav1.Time, log string) error {
 	floor := since.Truncate(time.Second)
 	last := "not read"
+	starts := 0
+	start := func() error {
+		name := log + ".log"
+		if starts > 0 {
+			name = log + "-" + strconv.Itoa(starts+1) + ".log"
+		}
+		starts++
+		p, err := startProcessEnv("kubelet", n.bins.kubelet, n.kubeletArgs, nodeEnv(n.bins), filepath.Join(n.LogDir, name), nil)
+		if err == nil {
+			n.kubelet = p
+		}
+		return err
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	var exited time.Time
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, startTimeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-n.kubelet.Exited():
+			if exited.IsZero() {
+				exited = time.Now()
+			}
+			if time.Since(exited) < kubeletRestartDelay {
+				return false, nil
+			}
+			exited = time.Time{}
+			return false, start()
+		default:
+		}
 		node := &corev1.Node{}
 		if err := admin.Get(ctx, client.ObjectKey{Name: n.Name}, node); err != nil {
 			return false, fmt.Errorf("reading node %s: %w", n.Name, err)
@@ -116,8 +112,8 @@ func (n *RealNode) waitHeartbeat(ctx context.Context, admin client.Client, since
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting for node %s's kubelet to report Ready after its restart (last: %s; kubelet's log %s):\n%s: %w",
-			n.Name, last, n.kubelet.log, Tail(n.kubelet.log, 30), err)
+		return fmt.Errorf("waiting for node %s's kubelet to report Ready after its restart (started %d times; last: %s; kubelet's log %s):\n%s: %w",
+			n.Name, starts, last, n.kubelet.log, Tail(n.kubelet.log, 30), err)
 	}
 	return nil
 }
