@@ -35,7 +35,7 @@ type ImageVolumeOptions struct {
 // Always for a tag or a branch. An hf:// model asked as an image volume
 // without a hub mirror is an invalid object naming model-mount.
 func imageVolume(m *annotations.ModelSettings, o ImageVolumeOptions, origin annotations.Origin) (*corev1.ImageVolumeSource, error) {
-	if m.Delivery == annotations.DeliveryLoader {
+	if m.Delivery == annotations.DeliveryLoader || m.Delivery == annotations.DeliveryEngine {
 		return nil, nil
 	}
 	u := m.URI

@@ -35,6 +35,9 @@ var (
 //     says image-volume or the Configuration mounts their repository so,
 //     and hf:// models when model-mount says image-volume, from the hub
 //     mirror `modelgate pack` fills (see imageVolume): no loader.
+//   - A model whose modelgate.io/model-mount says engine is the engine's
+//     to read from its source: nothing is added, and what an earlier pass
+//     added goes.
 //   - Everything else gets an init container model-loader, after the
 //     native sidecars the pod starts first and before its other init
 //     containers (see placeLoader), fetching into the cache volume: an
@@ -66,7 +69,9 @@ func (ModelLoader) Name() string { return ModelLoaderName }
 // Mutate implements Mutator.
 func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	m := in.Settings.Model
-	if m == nil {
+	if m == nil || m.Delivery == annotations.DeliveryEngine {
+		// Nothing of modelgate's delivers the model (model-mount: engine:
+		// the engine reads it itself).
 		return removeModel(t, in), nil
 	}
 	if in.Options == nil {
@@ -256,9 +261,10 @@ func deleteAt[T any](list []T, i int) []T {
 }
 
 // needsLoader reports whether a loader fills the model's volume: not for
-// a pvc:// model, mounted directly, nor a model mounted as an image volume.
+// a pvc:// model, mounted directly, a model mounted as an image volume,
+// nor one the engine reads itself.
 func needsLoader(m *annotations.ModelSettings, o LoaderOptions) bool {
-	if m.URI.Scheme == annotations.SchemePVC {
+	if m.URI.Scheme == annotations.SchemePVC || m.Delivery == annotations.DeliveryEngine {
 		return false
 	}
 	v, err := imageVolume(m, o.ImageVolumes, annotations.Origin{})

@@ -2,6 +2,7 @@ package validators
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +149,18 @@ func modelSettings(m *servingv1.ModelSpec, p *field.Path) (*annotations.ModelSet
 	return out, errs
 }
 
+// aiInferenceEngines are spec.engine.name's values (the CRD's enum).
+var aiInferenceEngines = []servingv1.EngineName{servingv1.EngineVLLM, servingv1.EngineSGLang, servingv1.EngineTGI,
+	servingv1.EngineTriton, servingv1.EngineCustom}
+
+func joinEngines(names []servingv1.EngineName) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
 func servingSettings(spec *servingv1.AIInferenceSpec, p *field.Path) (annotations.ServingSettings, field.ErrorList) {
 	var errs field.ErrorList
 	e := &spec.Engine
@@ -158,8 +171,10 @@ func servingSettings(spec *servingv1.AIInferenceSpec, p *field.Path) (annotation
 		name = servingv1.EngineVLLM
 	}
 	engine, err := annotations.ParseEngine(string(name))
-	if err != nil {
-		errs = append(errs, field.Invalid(ep.Child("name"), e.Name, err.Error()))
+	if err != nil || !slices.Contains(aiInferenceEngines, name) {
+		// The CRD's own list: an AIInference runs one engine per Pod, and
+		// Dynamo's frontend and workers are not one.
+		errs = append(errs, field.Invalid(ep.Child("name"), e.Name, "must be one of: "+joinEngines(aiInferenceEngines)))
 	}
 	out.Engine = engine
 	if e.Port != 0 {

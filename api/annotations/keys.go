@@ -23,7 +23,9 @@ const (
 	// oci://registry/repo(:tag|@sha256:digest).
 	Model = Prefix + "model"
 	// ModelMount is where serving containers see the model (default
-	// /models), mounted read-only.
+	// /models), mounted read-only; "image-volume" or "loader" (with an
+	// optional ":<path>") picks how it gets there, and "engine" leaves the
+	// model to the engine, which reads it from its source itself.
 	ModelMount = Prefix + "model-mount"
 	// ModelCache is "disk" (default), "memory", "pvc:<claim>" or
 	// "volume:<name>". "memory" requires ModelSize: the model is a tmpfs
@@ -60,8 +62,8 @@ const (
 	// injection.gpu.allocation decides.
 	GPUAllocation = Prefix + "gpu-allocation"
 
-	// Engine picks the serving probe preset: vllm, sglang, tgi, triton or
-	// custom.
+	// Engine picks the serving probe preset: vllm, sglang, tgi, triton,
+	// dynamo or custom.
 	Engine = Prefix + "engine"
 	// Port overrides the engine preset's serving port.
 	Port = Prefix + "port"

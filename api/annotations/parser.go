@@ -245,8 +245,42 @@ func deliveryConflict(t *typed) string {
 			"Configuration's injection.imageVolumes.hubMirror; %s is %s://", DeliveryImageVolume, Model, t.model.Scheme)
 	case t.delivery == DeliveryLoader && t.model.Scheme == SchemePVC:
 		return fmt.Sprintf("a pvc:// model is mounted directly and has no %s", DeliveryLoader)
+	case t.delivery == DeliveryEngine && t.model.Scheme == SchemePVC:
+		return fmt.Sprintf("a pvc:// model is mounted directly: the engine cannot read a claim itself, so %q does not apply", DeliveryEngine)
 	}
 	return ""
+}
+
+// engineDeliveryRule applies engineDeliveryConflict: to the object's own
+// model-mount: engine, a setting that conflicts is wrong; a profile's
+// model-mount: engine does not apply where the object's own settings
+// conflict with it.
+func engineDeliveryRule(key string, vals map[string]value) string {
+	if vals[ModelMount].profile == "" {
+		return engineDeliveryConflict(key)
+	}
+	if key != ModelMount {
+		return ""
+	}
+	for _, k := range []string{ModelCache, ModelCredentials, ModelCredentialsKeys} {
+		if v, ok := vals[k]; ok && v.profile == "" {
+			return engineDeliveryConflict(k)
+		}
+	}
+	return ""
+}
+
+// engineDeliveryConflict is why a model the engine reads itself
+// (model-mount: engine) has no use for a setting; empty when it has.
+func engineDeliveryConflict(key string) string {
+	switch key {
+	case ModelCache:
+		return fmt.Sprintf("%s: %q leaves the model to the engine: modelgate loads nothing and keeps no cache", ModelMount, DeliveryEngine)
+	case ModelCredentials, ModelCredentialsKeys:
+		return fmt.Sprintf("%s: %q leaves the model to the engine: give the engine its credentials; modelgate's are for its loader, which does not run", ModelMount, DeliveryEngine)
+	default:
+		return ""
+	}
 }
 
 // pvcModelConflict is why a pvc:// model, mounted directly, has no use for
@@ -283,6 +317,9 @@ func checkRules(vals map[string]value, t *typed, ok map[string]bool) field.Error
 		}
 		if detail == "" && key == ModelMount && ok[Model] && ok[ModelMount] {
 			detail = deliveryConflict(t)
+		}
+		if detail == "" && ok[ModelMount] && t.delivery == DeliveryEngine {
+			detail = engineDeliveryRule(key, vals)
 		}
 		if detail == "" {
 			continue

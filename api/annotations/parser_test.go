@@ -34,6 +34,7 @@ var testProfiles = map[string]map[string]string{
 	"custom-port":   {Engine: "custom", Port: "8080"},
 	"custom-engine": {Engine: "custom"},
 	"broken":        {GPU: "many"},
+	"engine-reads":  {ModelMount: "engine"},
 }
 
 func qty(s string) *resource.Quantity {
@@ -165,6 +166,29 @@ func TestParserParse(t *testing.T) {
 				Profile: "memory-cache",
 			},
 		},
+		"the engine reads the model itself": {
+			sources: workload(nil, map[string]string{Model: "s3://models/llama", ModelMount: "engine", ModelSize: "20Gi"}),
+			want: Settings{
+				Model:   &ModelSettings{URI: modelOnly().URI, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheDisk}, Size: qty("20Gi"), Delivery: DeliveryEngine},
+				Serving: ServingSettings{WarmupTimeoutSeconds: warmup},
+			},
+		},
+		"a profile's engine delivery gives way to the object's own cache": {
+			sources: workload(nil, map[string]string{Profile: "engine-reads", Model: "s3://models/llama", ModelCache: "memory", ModelSize: "4Gi"}),
+			want: Settings{
+				Model:   &ModelSettings{URI: modelOnly().URI, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheMemory}, Size: qty("4Gi")},
+				Serving: ServingSettings{WarmupTimeoutSeconds: warmup},
+				Profile: "engine-reads",
+			},
+		},
+		"the object's engine delivery drops a profile's cache and credentials": {
+			sources: workload(nil, map[string]string{Profile: "defaults-only", Model: "s3://models/llama", ModelMount: "engine"}),
+			want: Settings{
+				Model:   &ModelSettings{URI: modelOnly().URI, MountPath: DefaultModelMount, Cache: Cache{Medium: CacheDisk}, Size: qty("8Gi"), Delivery: DeliveryEngine},
+				Serving: ServingSettings{WarmupTimeoutSeconds: warmup, Port: 0},
+				Profile: "defaults-only",
+			},
+		},
 		"custom engine with a profile port and the object's health path": {
 			sources: workload(nil, map[string]string{Profile: "custom-port", HealthPath: "/ok"}),
 			want: Settings{
@@ -206,6 +230,21 @@ func TestParserParseErrors(t *testing.T) {
 				field.NotSupported(tmpl(Engine), "vLLM", Engines),
 				field.Invalid(tmpl(Port), "http", "must be a port number from 1 to 65535"),
 				field.Invalid(tmpl(Container), "Server", "must be a container name: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+			},
+		},
+		"what the engine reads itself has no cache or credentials of modelgate's": {
+			sources: workload(nil, map[string]string{
+				Model: "s3://models/llama", ModelMount: "engine", ModelCache: "memory", ModelSize: "1Gi", ModelCredentials: "creds",
+			}),
+			want: field.ErrorList{
+				field.Invalid(tmpl(ModelCache), "memory", `modelgate.io/model-mount: "engine" leaves the model to the engine: modelgate loads nothing and keeps no cache`),
+				field.Invalid(tmpl(ModelCredentials), "creds", `modelgate.io/model-mount: "engine" leaves the model to the engine: give the engine its credentials; modelgate's are for its loader, which does not run`),
+			},
+		},
+		"a claim is not read by the engine": {
+			sources: workload(nil, map[string]string{Model: "pvc://weights/llama", ModelMount: "engine"}),
+			want: field.ErrorList{
+				field.Invalid(tmpl(ModelMount), "engine", `a pvc:// model is mounted directly: the engine cannot read a claim itself, so "engine" does not apply`),
 			},
 		},
 		"model settings require a model": {
@@ -285,7 +324,7 @@ func TestParserParseErrors(t *testing.T) {
 			parser:  Parser{Profiles: testProfiles},
 			sources: workload(map[string]string{Profile: "h100"}, nil),
 			want: field.ErrorList{field.NotSupported(obj(Profile), "h100",
-				[]string{"a100", "broken", "custom-engine", "custom-port", "defaults-only", "memory-cache"})},
+				[]string{"a100", "broken", "custom-engine", "custom-port", "defaults-only", "engine-reads", "memory-cache"})},
 		},
 		"profile with no profiles configured": {
 			sources: workload(map[string]string{Profile: "a100"}, nil),

@@ -113,6 +113,11 @@ const (
 	// DeliveryLoader runs modelgate's loader even where the Configuration
 	// would mount the model as an image volume.
 	DeliveryLoader Delivery = "loader"
+	// DeliveryEngine leaves the model to the engine, which reads it from
+	// its source itself (vLLM's --load-format runai_streamer on an s3://
+	// model, say): modelgate adds no loader, volume or mount, and the
+	// model is still the workload's for policies and warnings.
+	DeliveryEngine Delivery = "engine"
 )
 
 // CredentialKey is one VAR=key pair of modelgate.io/model-credentials-keys:
@@ -158,11 +163,15 @@ const (
 	EngineSGLang EngineName = "sglang"
 	EngineTGI    EngineName = "tgi"
 	EngineTriton EngineName = "triton"
+	// EngineDynamo is NVIDIA Dynamo: its frontend (python -m
+	// dynamo.frontend) and its workers (python -m dynamo.vllm, ...), told
+	// apart by their command lines.
+	EngineDynamo EngineName = "dynamo"
 	EngineCustom EngineName = "custom"
 )
 
 // Engines lists the supported engines, in the order messages show them.
-var Engines = []EngineName{EngineVLLM, EngineSGLang, EngineTGI, EngineTriton, EngineCustom}
+var Engines = []EngineName{EngineVLLM, EngineSGLang, EngineTGI, EngineTriton, EngineDynamo, EngineCustom}
 
 // DefaultWarmupTimeoutSeconds is how long a model may take to load and warm
 // up unless modelgate.io/warmup-timeout says otherwise.

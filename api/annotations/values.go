@@ -199,9 +199,13 @@ func ParseMountPath(s string) (string, error) {
 	return s, nil
 }
 
-// ParseModelMount parses a modelgate.io/model-mount value: a path, or a
-// delivery ("image-volume" or "loader") with an optional ":<path>".
+// ParseModelMount parses a modelgate.io/model-mount value: a path, a
+// delivery ("image-volume" or "loader") with an optional ":<path>", or
+// "engine" (nothing mounted: the engine reads the model itself).
 func ParseModelMount(s string) (string, Delivery, error) {
+	if s == string(DeliveryEngine) {
+		return "", DeliveryEngine, nil
+	}
 	for _, d := range []Delivery{DeliveryImageVolume, DeliveryLoader} {
 		if s == string(d) {
 			return "", d, nil
@@ -216,7 +220,8 @@ func ParseModelMount(s string) (string, Delivery, error) {
 	}
 	mount, err := ParseMountPath(s)
 	if err != nil {
-		return "", "", fmt.Errorf("%w; or %q or %q, each optionally followed by \":<path>\"", err, DeliveryImageVolume, DeliveryLoader)
+		return "", "", fmt.Errorf("%w; or %q or %q, each optionally followed by \":<path>\"; or %q (the engine reads the model itself)",
+			err, DeliveryImageVolume, DeliveryLoader, DeliveryEngine)
 	}
 	return mount, "", nil
 }
