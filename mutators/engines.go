@@ -2,6 +2,7 @@ package mutators
 
 import (
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,10 +33,13 @@ type engineTraits struct {
 }
 
 // engines are the traits of the engines modelgate knows. The custom engine
-// has none: nothing identifies it.
+// has none: nothing identifies it. Every command, flag and variable here is
+// in internal/enginefacts/engines.yaml with its source, and
+// engines_facts_test.go holds them to it.
 var engines = map[annotations.EngineName]engineTraits{
-	// vLLM: vllm serve, or python -m vllm.entrypoints.openai.api_server;
-	// images vllm/vllm-openai and vendor builds named vllm. --port (8000).
+	// vLLM: vllm serve (its image's entrypoint since the v0.1x releases), or
+	// python -m vllm.entrypoints.openai.api_server; images vllm/vllm-openai
+	// (-cpu, -rocm) and vendor builds named vllm. --port (8000).
 	annotations.EngineVLLM: {
 		names:     []string{"vllm"},
 		images:    []string{"vllm"},
@@ -46,7 +50,7 @@ var engines = map[annotations.EngineName]engineTraits{
 			{"--pipeline-parallel-size", "-pp"},
 		},
 	},
-	// SGLang: python -m sglang.launch_server or sglang serve; image
+	// SGLang: sglang serve or python -m sglang.launch_server; image
 	// lmsysorg/sglang. --port (30000), --tp-size/--tp, --pp-size.
 	annotations.EngineSGLang: {
 		names:     []string{"sglang"},
@@ -55,7 +59,7 @@ var engines = map[annotations.EngineName]engineTraits{
 		portFlags: []string{"--port"},
 		parallelFlags: [][]string{
 			{"--tp-size", "--tp", "--tensor-parallel-size"},
-			{"--pp-size", "--pp", "--pipeline-parallel-size"},
+			{"--pp-size", "--pipeline-parallel-size"},
 		},
 	},
 	// Text Generation Inference: text-generation-launcher, image
@@ -65,7 +69,7 @@ var engines = map[annotations.EngineName]engineTraits{
 		names:         []string{"tgi", "text-generation"},
 		images:        []string{"text-generation-inference", "tgi"},
 		commands:      []string{"text-generation-launcher"},
-		portFlags:     []string{"--port"},
+		portFlags:     []string{"--port", "-p"},
 		portEnv:       "PORT",
 		parallelFlags: [][]string{{"--num-shard"}},
 	},
@@ -77,6 +81,59 @@ var engines = map[annotations.EngineName]engineTraits{
 		commands:  []string{"tritonserver"},
 		portFlags: []string{"--http-port"},
 	},
+	// NVIDIA Dynamo, whose frontend and workers are different programs of
+	// the same images (nvcr.io/nvidia/ai-dynamo/vllm-runtime, ...): what
+	// tells the engine is either of them; what a container serves on is
+	// its component's (see dynamoFrontend and dynamoWorker).
+	annotations.EngineDynamo: {
+		names:    []string{"dynamo"},
+		images:   []string{"ai-dynamo"},
+		commands: slices.Concat(dynamoFrontend.commands, dynamoWorker.commands),
+	},
+}
+
+// dynamoFrontend is Dynamo's OpenAI-compatible frontend: python -m
+// dynamo.frontend, serving on --http-port, else DYN_HTTP_PORT (8000).
+var dynamoFrontend = engineTraits{
+	commands:  []string{"dynamo.frontend"},
+	portFlags: []string{"--http-port"},
+	portEnv:   "DYN_HTTP_PORT",
+}
+
+// dynamoWorker is a Dynamo worker (python -m dynamo.vllm, dynamo.sglang,
+// dynamo.trtllm): it serves no HTTP API, only a status server on
+// DYN_SYSTEM_PORT when that is a port (off by default); it takes its
+// backend's parallelism flags.
+var dynamoWorker = engineTraits{
+	commands: []string{"dynamo.vllm", "dynamo.sglang", "dynamo.trtllm"},
+	portEnv:  dynamoSystemPortEnv,
+	parallelFlags: [][]string{
+		{"--tensor-parallel-size", "-tp", "--tp-size", "--tp"},
+		{"--pipeline-parallel-size", "-pp", "--pp-size"},
+	},
+}
+
+// dynamoSystemPortEnv turns a Dynamo worker's status server on, on that
+// port (lib/runtime/src/config.rs: -1, off, by default).
+const dynamoSystemPortEnv = "DYN_SYSTEM_PORT"
+
+// component is the traits that say how the container serves: its engine's,
+// or, for Dynamo, its frontend's or worker's as its command line starts
+// one (the frontend's when it starts neither visibly).
+func component(c *corev1.Container, engine annotations.EngineName) (engineTraits, bool) {
+	e, ok := engines[engine]
+	if !ok || engine != annotations.EngineDynamo {
+		return e, ok
+	}
+	if engineStart(commandLine(c), dynamoWorker) >= 0 {
+		return dynamoWorker, true
+	}
+	return dynamoFrontend, true
+}
+
+// isDynamoWorker reports whether the container starts a Dynamo worker.
+func isDynamoWorker(c *corev1.Container, engine annotations.EngineName) bool {
+	return engine == annotations.EngineDynamo && engineStart(commandLine(c), dynamoWorker) >= 0
 }
 
 // commandLine is a container's command and args as words (see
@@ -209,7 +266,7 @@ func parsePort(s string) (int32, bool) {
 // enginePort is the port the container's own command line or environment
 // gives the engine (--port, --http-port, PORT); 0 when they give none.
 func enginePort(c *corev1.Container, engine annotations.EngineName) int32 {
-	e, ok := engines[engine]
+	e, ok := component(c, engine)
 	if !ok {
 		return 0
 	}
@@ -263,7 +320,7 @@ func declaredServingPort(c *corev1.Container, preset int32, ours func(corev1.Con
 // engineGPUs is the number of GPUs the container's command line spreads
 // the model over (tensor x pipeline parallel), 0 when it says nothing.
 func engineGPUs(c *corev1.Container, engine annotations.EngineName) int64 {
-	e, ok := engines[engine]
+	e, ok := component(c, engine)
 	if !ok || len(e.parallelFlags) == 0 {
 		return 0
 	}

@@ -247,6 +247,14 @@ func TestModelLoader(t *testing.T) {
 				"/models", s3CacheSubPath),
 			wantChanged: true, wantOwns: owned,
 		},
+		"left to the engine: nothing, even where the Configuration mounts images": {
+			model:   modelSettings("oci://ghcr.io/org/model@"+ociDigest, func(m *annotations.ModelSettings) { m.Delivery = annotations.DeliveryEngine }),
+			options: func(o *LoaderOptions) { o.ImageVolumes.All = true },
+		},
+		"left to the engine after a loader: the loader, volume and mount go": {
+			model:   modelSettings(s3Llama, func(m *annotations.ModelSettings) { m.Delivery = annotations.DeliveryEngine }),
+			earlier: modelSettings(s3Llama, sized("16Gi")), before: withSetup, wantChanged: true,
+		},
 		"pvc model: the claim read-only at its sub path, no loader": {
 			model: modelSettings("pvc://models/llama/v3"), before: withSetup,
 			want:        modelInjected(0, nil, claimVolume("models", true), "/models", "llama/v3"),

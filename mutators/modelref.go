@@ -19,23 +19,29 @@ type ModelReference struct {
 }
 
 // modelFlags are the engines' flags that name the model to serve: vLLM's
-// --model (SGLang takes it too), SGLang's --model-path and Text
-// Generation Inference's --model-id. Flags that name something else about
-// the model (vLLM's --served-model-name, --model-impl, ...) are not them.
-var modelFlags = []string{"--model", "--model-path", "--model-id"}
+// --model (SGLang takes it too), SGLang's --model-path, Text Generation
+// Inference's --model-id and Triton's --model-repository (or
+// --model-store), the directory of its models. Flags that name something
+// else about the model (vLLM's --served-model-name, --model-impl, ...) are
+// not them.
+var modelFlags = []string{"--model", "--model-path", "--model-id", "--model-repository", "--model-store"}
 
 // Where else a model is named.
 const (
 	// vllmServe is vLLM's CLI naming the model as the argument after
 	// "serve": vllm serve org/model.
 	vllmServe = "vllm serve"
+	// sglangServe is SGLang's CLI, which takes the model the same way:
+	// sglang serve org/model (python/sglang/cli/serve.py).
+	sglangServe = "sglang serve"
 	// modelIDEnv is the variable Text Generation Inference's launcher
 	// reads for --model-id.
 	modelIDEnv = "MODEL_ID"
 )
 
 // ModelReferences returns the models a container names: in its command and
-// args (vllm serve X, --model X or --model=X, --model-path, --model-id),
+// args (vllm serve X and sglang serve X, with the flags before X skipped,
+// --model X or --model=X, --model-path, --model-id),
 // and in its environment (MODEL_ID), in that order, each once.
 //
 // Every command and argument is split on white space, so that a shell
@@ -67,8 +73,13 @@ func ModelReferences(command, args []string, env []corev1.EnvVar) []ModelReferen
 		if !w.known {
 			continue
 		}
-		if (w.s == "vllm" || strings.HasSuffix(w.s, "/vllm")) && next(i) == "serve" {
-			add(next(i+1), vllmServe)
+		for _, cli := range []string{vllmServe, sglangServe} {
+			prog, sub, _ := strings.Cut(cli, " ")
+			if (w.s == prog || strings.HasSuffix(w.s, "/"+prog)) && next(i) == sub {
+				if j := positional(words, i+2); j >= 0 {
+					add(words[j].s, cli)
+				}
+			}
 		}
 		for _, flag := range modelFlags {
 			if w.s == flag {
@@ -86,6 +97,40 @@ func ModelReferences(command, args []string, env []corev1.EnvVar) []ModelReferen
 		}
 	}
 	return out
+}
+
+// noValueFlags are flags of vLLM's and SGLang's serve that take no value,
+// among those manifests put before the model (a --no-... flag takes none
+// either).
+var noValueFlags = []string{"--trust-remote-code", "--enable-chunked-prefill", "--enforce-eager", "--headless",
+	"--enable-prefix-caching", "--disable-log-requests", "--disable-log-stats", "--enable-auto-tool-choice",
+	"--enable-lora", "--enable-metrics", "--skip-server-warmup", "--async-scheduling"}
+
+// positional is the index of the first positional word of a command from
+// from on (the model of vllm serve and sglang serve), skipping flags and
+// their values as argparse does: --flag=v, a flag above or a --no-...
+// flag takes no value, and any other flag the word after it unless that
+// is a flag too. -1 when there is none, or when a word only the running
+// container knows stands before it.
+func positional(words []word, from int) int {
+	for i := from; i < len(words); i++ {
+		w := words[i]
+		switch {
+		case isSeparator(w.s) || !w.known:
+			return -1
+		case !strings.HasPrefix(w.s, "-"):
+			return i
+		case w.ends:
+			return -1
+		case strings.Contains(w.s, "=") || slices.Contains(noValueFlags, w.s) || strings.HasPrefix(w.s, "--no-"):
+		case i+1 < len(words) && !strings.HasPrefix(words[i+1].s, "-"):
+			if words[i+1].ends {
+				return -1
+			}
+			i++ // the flag's value
+		}
+	}
+	return -1
 }
 
 // word is one white-space separated word of a command line, expanded;

@@ -60,6 +60,17 @@ func DefaultProbePresets() map[annotations.EngineName]ProbePreset {
 		// ready (KServe v2 protocol; docs/getting_started/quickstart.md in
 		// triton-inference-server/server: "curl -v localhost:8000/v2/health/ready").
 		annotations.EngineTriton: {Port: 8000, Path: "/v2/health/ready"},
+		// NVIDIA Dynamo's frontend (python -m dynamo.frontend): --http-port,
+		// else DYN_HTTP_PORT, defaults to 8000 (components/src/dynamo/
+		// frontend/frontend_args.py); GET /health answers 503 until its first
+		// discovery of models completes, 200 after, with or without workers
+		// (lib/llm/src/http/service/health.rs). A worker (python -m
+		// dynamo.vllm, ...) is probed at /health on its status server,
+		// DYN_SYSTEM_PORT, which answers 503 until the worker registered
+		// (see servingEndpoint). Set modelgate.io/health-path to
+		// /v1/models/<model>/ready to keep a frontend out of its Service
+		// until a worker serves that model (Dynamo 1.6 and later).
+		annotations.EngineDynamo: {Port: 8000, Path: "/health"},
 	}
 }
 
@@ -111,6 +122,11 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if statusServerOff(c, in) {
+		// A Dynamo worker with no status server serves nothing to probe
+		// (Warnings says so).
+		return releaseProbes(t, in, ""), nil
+	}
 	port, path, err := servingEndpoint(c, in)
 	if err != nil {
 		return false, err
@@ -155,6 +171,11 @@ func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 	switch {
 	case s.Port != 0 && in.Settings.Explicit(annotations.Port):
 		port = s.Port
+	case isDynamoWorker(c, s.Engine):
+		// Its status server's port, and nothing else: the ports it
+		// declares (NIXL's, say) and the preset (the frontend's) are not
+		// that server's.
+		port = enginePort(c, s.Engine)
 	default:
 		port = enginePort(c, s.Engine)
 		if port == 0 {
@@ -172,6 +193,16 @@ func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 			errNoEndpoint, s.Engine, port, path, annotations.Port, annotations.HealthPath)
 	}
 	return port, path, nil
+}
+
+// statusServerOff reports whether the container is a Dynamo worker whose
+// status server is off (DYN_SYSTEM_PORT unset or not a port: -1, the
+// default, turns it off) and modelgate.io/port does not name a port to
+// probe instead: the worker serves no HTTP endpoint at all.
+func statusServerOff(c *corev1.Container, in *Input) bool {
+	s := in.Settings.Serving
+	return isDynamoWorker(c, s.Engine) && !(s.Port != 0 && in.Settings.Explicit(annotations.Port)) &&
+		enginePort(c, s.Engine) == 0
 }
 
 // startupThreshold is the number of periods that covers the warm-up

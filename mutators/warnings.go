@@ -32,6 +32,13 @@ import (
 //     fsGroup (see cacheVolumeOwnerWarning);
 //   - the serving container starts SGLang listening on loopback only (see
 //     loopbackWarning);
+//   - it starts `vllm serve` with the deprecated --model (see
+//     deprecatedModelFlagWarning), or a Dynamo worker whose status server
+//     is off, which gets no probes (see statusServerWarning);
+//   - its engine streams the model from object storage itself while
+//     modelgate's loader would read it too (see secondReadWarning), or,
+//     with model-mount: engine, it names another model than the annotated
+//     one (see engineReadsOtherWarning);
 //   - the model is kept in memory and the serving container's memory limit
 //     is below the model's size: the tmpfs pages count against the pod's
 //     memory once the loader exits.
@@ -44,11 +51,21 @@ func Warnings(t *Target, in *Input) []string {
 	if w := profileGPUWarning(c, in); w != "" {
 		out = append(out, w)
 	}
-	if w := loopbackWarning(c, in); w != "" {
-		out = append(out, w)
+	for _, w := range []string{loopbackWarning(c, in), deprecatedModelFlagWarning(c, in), statusServerWarning(c, in)} {
+		if w != "" {
+			out = append(out, w)
+		}
 	}
 	m := in.Settings.Model
 	if m == nil {
+		return out
+	}
+	if m.Delivery == annotations.DeliveryEngine {
+		for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
+			if !engineReads(m, r.Value) {
+				out = append(out, engineReadsOtherWarning(c.Name, m, r))
+			}
+		}
 		return out
 	}
 	if m.Cache.Medium == annotations.CacheVolume {
@@ -60,9 +77,14 @@ func Warnings(t *Target, in *Input) []string {
 		}
 	}
 	for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
-		if !servesModel(m, c.WorkingDir, r.Value) {
-			out = append(out, otherModelWarning(c.Name, m, r))
+		if servesModel(m, c.WorkingDir, r.Value) {
+			continue
 		}
+		if how, ok := streams(c, in.Settings.Serving.Engine, r); ok && in.Options != nil && needsLoader(m, in.Options.Loader) {
+			out = append(out, secondReadWarning(c, m, r, how))
+			continue
+		}
+		out = append(out, otherModelWarning(c.Name, m, r))
 	}
 	if w := memoryLimitWarning(c, m, in.Options); w != "" {
 		out = append(out, w)
@@ -104,10 +126,7 @@ func servesModel(m *annotations.ModelSettings, workingDir, value string) bool {
 const maxWarnedValue = 128
 
 func otherModelWarning(container string, m *annotations.ModelSettings, r ModelReference) string {
-	v := r.Value
-	if len(v) > maxWarnedValue {
-		v = v[:maxWarnedValue] + "..."
-	}
+	v := clip(r.Value)
 	if m.URI.Scheme == annotations.SchemeHF {
 		return fmt.Sprintf("container %q names the model %q (%s), which is neither the repository of %s (%q) "+
 			"nor a path under %s (%s): it would serve that model, not the one modelgate loads",

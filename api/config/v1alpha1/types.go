@@ -306,7 +306,7 @@ type Probes struct {
 	// to 5.
 	PeriodSeconds int32 `json:"periodSeconds,omitempty"`
 	// Presets override or add engine presets (port and readiness path),
-	// keyed by engine name: vllm, sglang, tgi, triton.
+	// keyed by engine name: vllm, sglang, tgi, triton, dynamo.
 	Presets map[string]ProbePreset `json:"presets,omitempty"`
 }
 

@@ -63,7 +63,7 @@ func validateInjection(in *Injection, p *field.Path) field.ErrorList {
 	if in.Probes.PeriodSeconds < 1 || in.Probes.PeriodSeconds > 60 {
 		errs = append(errs, field.Invalid(pp.Child("periodSeconds"), in.Probes.PeriodSeconds, "must be between 1 and 60"))
 	}
-	engines := []string{"vllm", "sglang", "tgi", "triton"}
+	engines := []string{"vllm", "sglang", "tgi", "triton", "dynamo"}
 	for engine, preset := range in.Probes.Presets {
 		ep := pp.Child("presets").Key(engine)
 		if !slices.Contains(engines, engine) {

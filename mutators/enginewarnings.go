@@ -1,0 +1,133 @@
+package mutators
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/modelgate/modelgate/api/annotations"
+)
+
+// This file holds the warnings about how a serving container starts its
+// engine, as the engines of today spell their command lines (see
+// internal/enginefacts/engines.yaml).
+
+// deprecatedModelFlagWarning warns when the container starts `vllm serve`
+// with the model given by --model, which vLLM deprecates there (it warns
+// and says the flag will be removed; from v0.8.3 to v0.11.0 it refused
+// it): the model goes positionally. Only a command line that visibly
+// says `vllm serve` is judged; python -m vllm.entrypoints.openai.api_server
+// takes --model as it always did. Empty otherwise.
+func deprecatedModelFlagWarning(c *corev1.Container, in *Input) string {
+	if in.Settings.Serving.Engine != annotations.EngineVLLM {
+		return ""
+	}
+	words := commandLine(c)
+	start := engineStart(words, engineTraits{commands: []string{vllmServe}})
+	if start < 0 {
+		return ""
+	}
+	model, ok := flagValue(commandArgs(words[start:]), []string{"--model"})
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("container %q starts `vllm serve` with --model %s, which vLLM deprecates with `vllm serve` "+
+		"and will remove: give the model as its first argument, `vllm serve %s`", c.Name, clip(model), clip(model))
+}
+
+// statusServerWarning warns when a Dynamo worker gets no probes because
+// its status server is off (see statusServerOff). Empty otherwise.
+func statusServerWarning(c *corev1.Container, in *Input) string {
+	if !statusServerOff(c, in) {
+		return ""
+	}
+	return fmt.Sprintf("container %q runs a Dynamo worker whose status server is off (%s is not set to a port): "+
+		"it serves nothing the kubelet can probe, so modelgate adds no probes; set %s (Dynamo's operator uses 9090), "+
+		"or %s to the port of a server it runs", c.Name, dynamoSystemPortEnv, dynamoSystemPortEnv, annotations.Port)
+}
+
+// objectStoreSchemes are the model URIs an engine reads from object
+// storage itself (vLLM's runai_streamer: vllm/transformers_utils/
+// runai_utils.py, SUPPORTED_SCHEMES).
+var objectStoreSchemes = []string{"s3://", "gs://", "az://"}
+
+// streamingLoadFormats are the load formats with which an engine reads
+// the model from its source itself, per engine (--load-format; see
+// engines.yaml). vLLM also streams an object-store model under the
+// default format, auto.
+var streamingLoadFormats = map[annotations.EngineName][]string{
+	annotations.EngineVLLM:   {"runai_streamer", "runai_streamer_sharded", "modelexpress", "auto"},
+	annotations.EngineSGLang: {"runai_streamer", "remote", "remote_instance"},
+}
+
+// streams reports whether the container's engine reads the model r from
+// its source itself: r is an object-store URI and the engine's
+// --load-format (or its default) streams it. how says so in the user's
+// words.
+func streams(c *corev1.Container, engine annotations.EngineName, r ModelReference) (how string, ok bool) {
+	if !slices.ContainsFunc(objectStoreSchemes, func(p string) bool { return strings.HasPrefix(r.Value, p) }) {
+		return "", false
+	}
+	formats, known := streamingLoadFormats[engine]
+	e, traits := engines[engine]
+	if !known || !traits {
+		return "", false
+	}
+	format, given := flagValue(engineArgsOrAll(c, e), []string{"--load-format"})
+	if !given {
+		format = "auto"
+	}
+	if !slices.Contains(formats, format) {
+		return "", false
+	}
+	if !given {
+		return "its default --load-format, auto, streams an object-store model", true
+	}
+	return "--load-format " + format, true
+}
+
+// engineArgsOrAll is engineArgs, or the whole command line when those
+// cannot be told apart.
+func engineArgsOrAll(c *corev1.Container, e engineTraits) []word {
+	if args := engineArgs(c, e); args != nil {
+		return args
+	}
+	return commandLine(c)
+}
+
+// secondReadWarning warns when modelgate's loader would read a model that
+// the engine reads from object storage itself (vllm serve s3://... with
+// --load-format runai_streamer): the model would be read twice, once into
+// the loader's volume, which the engine ignores. Empty otherwise.
+func secondReadWarning(c *corev1.Container, m *annotations.ModelSettings, r ModelReference, how string) string {
+	return fmt.Sprintf("container %q reads the model %q from its source itself (%s), and modelgate's loader would read "+
+		"%s a second time into %s, which the engine does not use: set %s: %s to leave the model to the engine, "+
+		"or point the engine at %s", c.Name, clip(r.Value), how, annotations.Model, m.MountPath,
+		annotations.ModelMount, annotations.DeliveryEngine, m.MountPath)
+}
+
+// engineReadsOtherWarning warns when a model left to the engine
+// (model-mount: engine) is not the one the engine is told to read: nothing
+// is mounted, so a path names nothing modelgate put there.
+func engineReadsOtherWarning(container string, m *annotations.ModelSettings, r ModelReference) string {
+	return fmt.Sprintf("container %q names the model %q (%s), but %s is %q and %s: %s leaves it to the engine, "+
+		"which mounts nothing: it would serve that model, not the annotated one", container, clip(r.Value), r.Source,
+		annotations.Model, clip(m.URI.Raw), annotations.ModelMount, annotations.DeliveryEngine)
+}
+
+// engineReads reports whether a model the container names is the
+// annotated one, for a model the engine reads itself: the URI as written,
+// or an hf:// model's repository.
+func engineReads(m *annotations.ModelSettings, value string) bool {
+	return value == m.URI.Raw || (m.URI.Scheme == annotations.SchemeHF && value == m.URI.Path)
+}
+
+// clip bounds how much of a value a warning repeats.
+func clip(v string) string {
+	if len(v) > maxWarnedValue {
+		return v[:maxWarnedValue] + "..."
+	}
+	return v
+}
