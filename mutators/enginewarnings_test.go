@@ -154,7 +154,7 @@ func TestModelReferencesAfterServeFlags(t *testing.T) {
 			want: []ModelReference{{Value: "acme/llm", Source: "--model-path"}}},
 		"a flag of unknown arity followed by a flag": {command: []string{"vllm", "serve", "--enable-x", "--port", "1", "acme/llm"},
 			want: []ModelReference{{Value: "acme/llm", Source: "vllm serve"}}},
-		"nothing but flags": {command: []string{"vllm", "serve", "--port", "8000"}},
+		"nothing but flags":                 {command: []string{"vllm", "serve", "--port", "8000"}},
 		"a shell variable before the model": {command: []string{"sh", "-c", "vllm serve $FLAGS acme/llm"}},
 	}
 	for name, tc := range cases {
