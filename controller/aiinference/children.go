@@ -44,20 +44,28 @@ type Engine struct {
 	Env []corev1.EnvVar
 }
 
-// DefaultEngines are the engines' presets. The images are releases that
-// exist; pin your own with spec.engine.image.
+// DefaultEngines are the engines' presets: each engine's current release
+// and command line, as internal/enginefacts/engines.yaml records them with
+// their sources (presets_facts_test.go holds them to it). Pin your own
+// with spec.engine.image, or replace a preset in the Configuration.
 var DefaultEngines = map[servingv1.EngineName]Engine{
-	// The image's entrypoint is the OpenAI-compatible server.
-	servingv1.EngineVLLM: {Image: "vllm/vllm-openai:v0.6.3",
-		Args: []string{"--model", "{{model}}", "--port", "{{port}}"}},
-	// SGLang listens on loopback unless told otherwise; probes come from
-	// the kubelet.
-	servingv1.EngineSGLang: {Image: "lmsysorg/sglang:v0.3.5",
-		Command: []string{"python3", "-m", "sglang.launch_server"},
-		Args:    []string{"--model-path", "{{model}}", "--host", "0.0.0.0", "--port", "{{port}}"}},
-	servingv1.EngineTGI: {Image: "ghcr.io/huggingface/text-generation-inference:2.4.0",
+	// The image's entrypoint is `vllm serve`, which takes the model as its
+	// first argument (--model is deprecated there).
+	servingv1.EngineVLLM: {Image: "vllm/vllm-openai:v0.33.0",
+		Args: []string{"{{model}}", "--port", "{{port}}"}},
+	// SGLang's image sets no entrypoint; `sglang serve` takes the model as
+	// its first argument, and listens on loopback unless told otherwise:
+	// probes come from the kubelet.
+	servingv1.EngineSGLang: {Image: "lmsysorg/sglang:v0.5.23",
+		Command: []string{"sglang", "serve"},
+		Args:    []string{"{{model}}", "--host", "0.0.0.0", "--port", "{{port}}"}},
+	// The image's entrypoint is text-generation-launcher; the image sets
+	// PORT=80, which --port overrides. TGI is in maintenance mode since
+	// December 2025: 3.3.7 is its last release.
+	servingv1.EngineTGI: {Image: "ghcr.io/huggingface/text-generation-inference:3.3.7",
 		Args: []string{"--model-id", "{{model}}", "--port", "{{port}}"}},
-	servingv1.EngineTriton: {Image: "nvcr.io/nvidia/tritonserver:24.10-py3",
+	// Triton's image sets no entrypoint.
+	servingv1.EngineTriton: {Image: "nvcr.io/nvidia/tritonserver:26.09-py3",
 		Command: []string{"tritonserver"},
 		Args:    []string{"--model-repository", "{{model}}", "--http-port", "{{port}}"}},
 }
