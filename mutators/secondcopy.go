@@ -27,9 +27,10 @@ var cacheFlags = []string{"--download-dir", "--huggingface-hub-cache"}
 // root (vLLM's and SGLang's images run as root).
 const hubCachePath = "/root/.cache/huggingface"
 
-// tgiCachePath is TGI's download directory: its image sets
-// HUGGINGFACE_HUB_CACHE=/data.
-const tgiCachePath = "/data"
+// tgiCachePath is TGI's download directory: its image sets HF_HOME=/data
+// (3.x; 2.x set HUGGINGFACE_HUB_CACHE=/data), so the hub cache is
+// /data/hub, and a mount at /data or /data/hub holds it.
+const tgiCachePath = "/data/hub"
 
 // secondCopyWarning warns when modelgate's loader fills a volume of its
 // own (disk or memory cache) while the serving container already mounts a
