@@ -443,12 +443,12 @@ IMAGEBUILD_NODE = $(GO) run ./hack/imagebuild/cmd/imagebuild --version="$(VERSIO
 	--platforms="$(HOST_PLATFORM)"
 
 .PHONY: node-images
-node-images: ## Build the real node's images into bin/node/images: modelgate's (as make image, this platform only), pause and the stand-in engine.
+node-images: ## Build the real node's images into bin/node/images: modelgate's (as make image, this platform only), pause and the stand-in engine (every program of internal/enginefacts/engines.yaml's images linked to it).
 	$(IMAGEBUILD_NODE) --ldflags="$(GO_LDFLAGS)" --image=$(IMG) --oci-layout=$(NODE_IMAGES)/modelgate
 	$(IMAGEBUILD_NODE) --package=./test/standins/pause --image=registry.k8s.io/pause:3.10 --oci-layout=$(NODE_IMAGES)/pause \
 		--program='{"path": "/pause", "entrypoint": ["/pause"], "user": "65535:65535", "description": "pause (the simulated cluster'"'"'s sandbox)"}'
 	$(IMAGEBUILD_NODE) --package=./test/standins/engine --image=modelgate/test-engine:latest --oci-layout=$(NODE_IMAGES)/engine \
-		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang", "/usr/local/bin/proxy"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
+		--program='{"path": "/usr/local/bin/engine", "links": ["/bin/sh", "/bin/bash", "/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/vllm", "/usr/local/bin/text-generation-launcher", "/usr/local/bin/sglang", "/usr/local/bin/tritonserver", "/app/pd-sidecar", "/usr/local/bin/proxy"], "user": "65532:65532", "description": "the simulated cluster'"'"'s stand-in serving engine"}'
 
 $(ENVTEST_BUILT_DIR)/kube-scheduler: hack/envtest/go.mod hack/envtest/go.sum
 	@echo "building kube-scheduler $(K8S_VERSION) from source (about 1 minute on 2 cores, once)"

@@ -9,16 +9,41 @@ import (
 	"strings"
 )
 
+// The engines the stand-in runs, by their names in modelgate's table of
+// engine facts (internal/enginefacts/engines.yaml).
+const (
+	engineVLLM           = "vllm"
+	engineSGLang         = "sglang"
+	engineTGI            = "tgi"
+	engineTriton         = "triton"
+	engineDynamoFrontend = "dynamo-frontend"
+	engineDynamoWorker   = "dynamo-worker"
+	engineRoutingSidecar = "llm-d-routing-sidecar"
+)
+
 // launch is an engine's command line, parsed: what to load and where to
 // listen.
 type launch struct {
-	Engine   string   // vllm, sglang or tgi
+	Engine   string   // one of the engine* names
 	Model    string   // as given: a directory, or a hub repo id
 	Revision string   // the hub revision; "" is main
 	Host     string   // "" listens on every address
-	Port     int      // 0 picks a free port (logged)
+	Port     int      // 0 picks a free port (logged); a Dynamo worker's status port, -1 when off
 	Names    []string // the served model names; none means Model
-	HubCache string   // TGI's --huggingface-hub-cache: HUGGINGFACE_HUB_CACHE for the engine
+	HubCache string   // TGI's --huggingface-hub-cache
+	// Warnings are what the real program logs about its command line
+	// (deprecations), printed to stderr before it starts.
+	Warnings []string
+	// Repositories are Triton's model repositories.
+	Repositories []string
+	// Discovery is Dynamo's discovery backend.
+	Discovery string
+	// EnginePort is the port of the engine a sidecar forwards to.
+	EnginePort int
+	// Secure is the sidecar's --secure-proxy: TLS with a self-signed
+	// certificate, or CertPath's.
+	Secure   bool
+	CertPath string
 }
 
 // cliError is a command line the real program would refuse, with the
@@ -36,7 +61,7 @@ func usage(prog, format string, a ...any) *cliError {
 }
 
 // runLaunch runs an engine from its command line: vllm,
-// text-generation-launcher, sglang or python -m.
+// text-generation-launcher, sglang, tritonserver, pd-sidecar or python -m.
 func runLaunch(ctx context.Context, argv []string, p proc) int {
 	l, err := parseLaunch(argv, p.env)
 	if err != nil {
@@ -46,11 +71,24 @@ func runLaunch(ctx context.Context, argv []string, p proc) int {
 		}
 		return 2
 	}
+	for _, w := range l.Warnings {
+		fmt.Fprintln(p.stderr, "WARNING "+w)
+	}
+	switch l.Engine {
+	case engineTriton:
+		return runTriton(ctx, l, p)
+	case engineDynamoFrontend:
+		return runFrontend(ctx, l, p)
+	case engineDynamoWorker:
+		return runWorker(ctx, l, p)
+	case engineRoutingSidecar:
+		return runSidecar(ctx, l, p)
+	}
 	return runEngine(ctx, l, p)
 }
 
 // parseLaunch parses an engine's command line; argv[0] is the name it was
-// called by. e gives the variables TGI reads its settings from.
+// called by. e gives the variables the engines read settings from.
 func parseLaunch(argv []string, e env) (launch, error) {
 	name, args := filepath.Base(argv[0]), argv[1:]
 	switch {
@@ -62,7 +100,11 @@ func parseLaunch(argv []string, e env) (launch, error) {
 		if len(args) == 0 || args[0] != "serve" {
 			return launch{}, usage("sglang", "the stand-in runs only `sglang serve`")
 		}
-		return parseSGLang(args[1:])
+		return parseSGLangServe(args[1:])
+	case name == "tritonserver":
+		return parseTriton(args)
+	case name == "pd-sidecar":
+		return parseSidecar(args)
 	case pythonRE.MatchString(name):
 		module, rest, err := pythonModule(argv)
 		if err != nil {
@@ -75,6 +117,10 @@ func parseLaunch(argv []string, e env) (launch, error) {
 			return parseVLLMCLI(rest)
 		case "sglang.launch_server":
 			return parseSGLang(rest)
+		case "dynamo.frontend":
+			return parseFrontend(rest, e)
+		case "dynamo.vllm", "dynamo.sglang":
+			return parseWorker(module, rest, e)
 		}
 		return launch{}, &cliError{Code: 1, Msg: fmt.Sprintf("%s: No module named %s", argv[0], module)}
 	}
@@ -117,162 +163,6 @@ func pythonModule(argv []string) (string, []string, error) {
 	return "", nil, &cliError{Code: 2, Msg: fmt.Sprintf("%s: the stand-in runs only python -m MODULE", prog)}
 }
 
-// vllmBools are vLLM flags commonly used that take no value.
-var vllmBools = setOf("--trust-remote-code", "--enable-chunked-prefill", "--enforce-eager",
-	"--disable-log-requests", "--enable-log-requests", "--enable-prefix-caching", "--disable-log-stats",
-	"--enable-auto-tool-choice", "--enable-lora", "--disable-custom-all-reduce", "--enable-expert-parallel",
-	"--disable-frontend-multiprocessing", "--enable-sleep-mode", "--skip-tokenizer-init",
-	"--disable-sliding-window", "--headless", "--enable-prompt-tokens-details", "--async-scheduling",
-	"--disable-fastapi-docs", "--enable-server-load-tracking", "--enable-force-include-usage",
-	"--disable-uvicorn-access-log", "--enable-request-id-headers")
-
-// parseVLLMCLI parses what follows `vllm`: only `serve` is run.
-func parseVLLMCLI(args []string) (launch, error) {
-	if len(args) == 0 || args[0] != "serve" {
-		return launch{}, usage("vllm", "the stand-in runs only `vllm serve`")
-	}
-	return parseVLLM(args[1:], true)
-}
-
-// parseVLLM parses the arguments of `vllm serve` (serve: the model may be
-// the one positional word) or of python -m vllm.entrypoints.openai.api_server.
-func parseVLLM(args []string, serve bool) (launch, error) {
-	spec := flagSpec{
-		prog:   "vllm",
-		valued: setOf("--model", "--port", "--host", "--revision"),
-		multi:  setOf("--served-model-name"),
-		isBool: func(n string) bool {
-			return vllmBools[n] || strings.HasPrefix(n, "--no-") || (strings.HasPrefix(n, "-O") && len(n) > 2)
-		},
-		norm: func(n string) string { // vLLM's FlexibleArgumentParser reads --max_num_seqs as --max-num-seqs.
-			if rest, ok := strings.CutPrefix(n, "--"); ok {
-				return "--" + strings.ReplaceAll(rest, "_", "-")
-			}
-			return n
-		},
-	}
-	s, err := spec.scan(args)
-	if err != nil {
-		return launch{}, err
-	}
-	model := s.last("--model")
-	switch {
-	case serve && len(s.pos) == 1:
-		model = s.pos[0]
-	case serve && len(s.pos) > 1:
-		return launch{}, usage("vllm", "unrecognized arguments: %s", strings.Join(s.pos[1:], " "))
-	case !serve && len(s.pos) > 0:
-		return launch{}, usage("vllm", "unrecognized arguments: %s", strings.Join(s.pos, " "))
-	}
-	if model == "" {
-		return launch{}, usage("vllm", "no model: give it as `vllm serve MODEL` or --model MODEL")
-	}
-	port, err := parsePort("vllm", "--port", s.last("--port"), 8000)
-	if err != nil {
-		return launch{}, err
-	}
-	return launch{Engine: "vllm", Model: model, Revision: s.last("--revision"), Host: s.last("--host"),
-		Port: port, Names: s.flags["--served-model-name"]}, nil
-}
-
-// tgiBools are text-generation-launcher flags that take no value.
-var tgiBools = setOf("--trust-remote-code", "--disable-custom-kernels", "--json-output",
-	"--disable-grammar-support", "--enable-prefill-logprobs", "--disable-crash-reports")
-
-// parseTGI parses text-generation-launcher's arguments. Like the real
-// launcher (clap), a flag not given is read from its variable (MODEL_ID,
-// REVISION, PORT); the default port is 3000. HOSTNAME is not read: every
-// container has it set to its host name.
-func parseTGI(args []string, e env) (launch, error) {
-	const prog = "text-generation-launcher"
-	spec := flagSpec{
-		prog:   prog,
-		valued: setOf("--model-id", "--revision", "--port", "--hostname", "--huggingface-hub-cache"),
-		isBool: func(n string) bool { return tgiBools[n] },
-		norm: func(n string) string {
-			if n == "-p" {
-				return "--port"
-			}
-			return n
-		},
-	}
-	s, err := spec.scan(args)
-	if err != nil {
-		return launch{}, err
-	}
-	if len(s.pos) > 0 {
-		return launch{}, &cliError{Code: 2, Msg: fmt.Sprintf("error: unexpected argument '%s' found", s.pos[0])}
-	}
-	fromEnv := func(flag, name string) (string, string) {
-		if v, ok := s.flags[flag]; ok {
-			return v[0], flag
-		}
-		v, _ := e.lookup(name)
-		return v, name
-	}
-	model, _ := fromEnv("--model-id", "MODEL_ID")
-	if model == "" {
-		return launch{}, usage(prog, "no model: give --model-id or MODEL_ID")
-	}
-	revision, _ := fromEnv("--revision", "REVISION")
-	portText, from := fromEnv("--port", "PORT")
-	port, err := parsePort(prog, from, portText, 3000)
-	if err != nil {
-		return launch{}, err
-	}
-	host := s.last("--hostname")
-	if host == "" {
-		host = "0.0.0.0"
-	}
-	return launch{Engine: "tgi", Model: model, Revision: revision, Host: host, Port: port,
-		HubCache: s.last("--huggingface-hub-cache")}, nil
-}
-
-// sglangBools are SGLang flags commonly used that take no value.
-var sglangBools = setOf("--trust-remote-code", "--enable-torch-compile", "--disable-radix-cache",
-	"--enable-metrics", "--skip-server-warmup", "--disable-cuda-graph", "--enable-mixed-chunk",
-	"--enable-dp-attention", "--log-requests", "--enable-cache-report", "--disable-overlap-schedule",
-	"--enable-p2p-check", "--is-embedding", "--skip-tokenizer-init")
-
-// parseSGLang parses the arguments of python -m sglang.launch_server (or
-// sglang serve). The default port is 30000; the host defaults to 0.0.0.0
-// here, where SGLang's own default is 127.0.0.1.
-func parseSGLang(args []string) (launch, error) {
-	const prog = "sglang"
-	spec := flagSpec{
-		prog:   prog,
-		valued: setOf("--model-path", "--port", "--host", "--revision", "--served-model-name"),
-		isBool: func(n string) bool { return sglangBools[n] },
-		norm: func(n string) string {
-			if n == "--model" {
-				return "--model-path"
-			}
-			return n
-		},
-	}
-	s, err := spec.scan(args)
-	if err != nil {
-		return launch{}, err
-	}
-	if len(s.pos) > 0 {
-		return launch{}, usage(prog, "unrecognized arguments: %s", strings.Join(s.pos, " "))
-	}
-	model := s.last("--model-path")
-	if model == "" {
-		return launch{}, usage(prog, "the following arguments are required: --model-path")
-	}
-	port, err := parsePort(prog, "--port", s.last("--port"), 30000)
-	if err != nil {
-		return launch{}, err
-	}
-	host := s.last("--host")
-	if host == "" {
-		host = "0.0.0.0"
-	}
-	return launch{Engine: "sglang", Model: model, Revision: s.last("--revision"), Host: host, Port: port,
-		Names: s.flags["--served-model-name"]}, nil
-}
-
 // parsePort reads a port given by from (a flag or variable); "" is def.
 func parsePort(prog, from, v string, def int) (int, error) {
 	if v == "" {
@@ -283,4 +173,17 @@ func parsePort(prog, from, v string, def int) (int, error) {
 		return 0, usage(prog, "argument %s: invalid port %q", from, v)
 	}
 	return n, nil
+}
+
+// flagOrEnv is a flag's last value, else the variable's when it is set
+// and not empty (argparse's default=os.environ.get(...) and clap's env),
+// else def.
+func flagOrEnv(s scanned, flag string, e env, variable, def string) (value, from string) {
+	if v, ok := s.flags[flag]; ok && len(v) > 0 {
+		return v[len(v)-1], flag
+	}
+	if v, ok := e.lookup(variable); ok && v != "" {
+		return v, variable
+	}
+	return def, flag
 }

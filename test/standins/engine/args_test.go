@@ -22,17 +22,33 @@ func TestParseLaunch(t *testing.T) {
 			argv: "/usr/local/bin/vllm serve /models/tiny",
 			want: launch{Engine: "vllm", Model: "/models/tiny", Port: 8000},
 		},
-		"vllm serve --model=": {
+		"vllm serve --model=: a warning": {
 			argv: "vllm serve --model=org/model --port=9000 --revision=v1",
-			want: launch{Engine: "vllm", Model: "org/model", Revision: "v1", Port: 9000},
+			want: launch{Engine: "vllm", Model: "org/model", Revision: "v1", Port: 9000, Warnings: []string{vllmModelWarning}},
 		},
-		"vllm serve --model": {
-			argv: "vllm serve --model org/model",
-			want: launch{Engine: "vllm", Model: "org/model", Port: 8000},
+		"vllm serve --model: a warning": {
+			argv: "vllm serve --port 1 --model org/model --enforce-eager",
+			want: launch{Engine: "vllm", Model: "org/model", Port: 1, Warnings: []string{vllmModelWarning}},
 		},
-		"vllm positional wins over --model": {
-			argv: "vllm serve org/a --model org/b",
-			want: launch{Engine: "vllm", Model: "org/a", Port: 8000},
+		"vllm serve --model and a positional model": {
+			argv:    "vllm serve org/a --model org/b",
+			wantErr: &cliError{Code: 2, Msg: "vllm: error: unrecognized arguments: org/a"},
+		},
+		"vllm serve --model without its value": {
+			argv:    "vllm serve --model",
+			wantErr: &cliError{Code: 2, Msg: "vllm: error: argument --model: expected one argument"},
+		},
+		"vllm the model after flags and their values": {
+			argv: "vllm serve --port 8001 --max-model-len 4096 --trust-remote-code org/model --dtype half",
+			want: launch{Engine: "vllm", Model: "org/model", Port: 8001},
+		},
+		"vllm served model name with the model after a flag": {
+			argv:    "vllm serve --port 8001 org/model --served-model-name tiny",
+			wantErr: &cliError{Code: 1, Msg: "ValueError: `model` should be provided as the first positional argument when using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`."},
+		},
+		"vllm served model name with --model": {
+			argv: "vllm serve --port 8001 --model org/model --served_model_name tiny",
+			want: launch{Engine: "vllm", Model: "org/model", Port: 8001, Names: []string{"tiny"}, Warnings: []string{vllmModelWarning}},
 		},
 		"vllm unknown flags, with and without values": {
 			argv: "vllm serve org/model --tensor-parallel-size 2 --trust-remote-code --max_num_batched_tokens 1024 " +
@@ -55,9 +71,9 @@ func TestParseLaunch(t *testing.T) {
 			argv:    "vllm serve org/a org/b",
 			wantErr: &cliError{Code: 2, Msg: "vllm: error: unrecognized arguments: org/b"},
 		},
-		"vllm no model": {
-			argv:    "vllm serve --port 8000",
-			wantErr: &cliError{Code: 2, Msg: "vllm: error: no model: give it as `vllm serve MODEL` or --model MODEL"},
+		"vllm no model: vLLM's default": {
+			argv: "vllm serve --port 8000",
+			want: launch{Engine: "vllm", Model: "Qwen/Qwen3-0.6B", Port: 8000},
 		},
 		"vllm flag it reads without its value": {
 			argv:    "vllm serve org/model --port",
@@ -83,9 +99,9 @@ func TestParseLaunch(t *testing.T) {
 			argv: "python3.12 -m vllm.entrypoints.cli.main serve org/model",
 			want: launch{Engine: "vllm", Model: "org/model", Port: 8000},
 		},
-		"vllm api_server has no positional": {
-			argv:    "python3 -m vllm.entrypoints.openai.api_server org/model",
-			wantErr: &cliError{Code: 2, Msg: "vllm: error: unrecognized arguments: org/model"},
+		"vllm api_server ignores a positional model": {
+			argv: "python3 -m vllm.entrypoints.openai.api_server org/model --model org/other",
+			want: launch{Engine: "vllm", Model: "org/other", Port: 8000},
 		},
 		"python unknown module": {
 			argv:    "python3 -m vllm.foo --model org/model",
@@ -114,6 +130,16 @@ func TestParseLaunch(t *testing.T) {
 			env:  env{"MODEL_ID": "org/model", "PORT": "80"},
 			want: launch{Engine: "tgi", Model: "/data/model", Host: "0.0.0.0", Port: 9, HubCache: "/data/hub"},
 		},
+		"text-generation-launcher HOSTNAME": {
+			argv: "text-generation-launcher --model-id org/model",
+			env:  env{"HOSTNAME": "tgi-7d9f-abcde"},
+			want: launch{Engine: "tgi", Model: "org/model", Host: "tgi-7d9f-abcde", Port: 3000},
+		},
+		"text-generation-launcher HUGGINGFACE_HUB_CACHE": {
+			argv: "text-generation-launcher",
+			env:  env{"MODEL_ID": "org/model", "PORT": "80", "HUGGINGFACE_HUB_CACHE": "/cache", "HF_HUB_CACHE": "/other"},
+			want: launch{Engine: "tgi", Model: "org/model", Host: "0.0.0.0", Port: 80, HubCache: "/cache"},
+		},
 		"text-generation-launcher bad PORT": {
 			argv:    "text-generation-launcher --model-id org/model",
 			env:     env{"PORT": "http"},
@@ -129,11 +155,78 @@ func TestParseLaunch(t *testing.T) {
 		},
 		"sglang --model and defaults": {
 			argv: "python -m sglang.launch_server --model org/model --served-model-name tiny --revision v1",
-			want: launch{Engine: "sglang", Model: "org/model", Revision: "v1", Host: "0.0.0.0", Port: 30000, Names: []string{"tiny"}},
+			want: launch{Engine: "sglang", Model: "org/model", Revision: "v1", Host: "127.0.0.1", Port: 30000, Names: []string{"tiny"}},
 		},
-		"sglang serve": {
+		"sglang serve --model-path": {
 			argv: "sglang serve --model-path /models/tiny",
-			want: launch{Engine: "sglang", Model: "/models/tiny", Host: "0.0.0.0", Port: 30000},
+			want: launch{Engine: "sglang", Model: "/models/tiny", Host: "127.0.0.1", Port: 30000},
+		},
+		"sglang serve MODEL": {
+			argv: "sglang serve --model-type llm org/model --host 0.0.0.0 --tp 2",
+			want: launch{Engine: "sglang", Model: "org/model", Host: "0.0.0.0", Port: 30000},
+		},
+		"sglang serve MODEL after a flag": {
+			argv:    "sglang serve --port 1 org/model",
+			wantErr: &cliError{Code: 2, Msg: "sglang: error: unrecognized arguments: org/model"},
+		},
+		"triton": {
+			argv: "tritonserver --model-repository=/models --model-store /more --http-port 8080 --http-address 127.0.0.1 --strict-readiness true",
+			want: launch{Engine: "triton", Repositories: []string{"/models", "/more"}, Host: "127.0.0.1", Port: 8080},
+		},
+		"triton defaults": {
+			argv: "tritonserver --model-repository /models",
+			want: launch{Engine: "triton", Repositories: []string{"/models"}, Host: "0.0.0.0", Port: 8000},
+		},
+		"triton without a repository": {
+			argv:    "tritonserver --http-port 8000",
+			wantErr: &cliError{Code: 2, Msg: "tritonserver: error: the stand-in needs --model-repository"},
+		},
+		"dynamo frontend defaults": {
+			argv: "python3 -m dynamo.frontend --router-mode kv",
+			want: launch{Engine: "dynamo-frontend", Host: "0.0.0.0", Port: 8000, Discovery: "etcd"},
+		},
+		"dynamo frontend from variables": {
+			argv: "python3 -m dynamo.frontend",
+			env:  env{"DYN_HTTP_PORT": "9000", "DYN_DISCOVERY_BACKEND": "file"},
+			want: launch{Engine: "dynamo-frontend", Host: "0.0.0.0", Port: 9000, Discovery: "file"},
+		},
+		"dynamo frontend flags win": {
+			argv: "python3 -m dynamo.frontend --http-port 1 --discovery-backend mem",
+			env:  env{"DYN_HTTP_PORT": "9000", "DYN_DISCOVERY_BACKEND": "file"},
+			want: launch{Engine: "dynamo-frontend", Host: "0.0.0.0", Port: 1, Discovery: "mem"},
+		},
+		"dynamo frontend unknown discovery": {
+			argv:    "python3 -m dynamo.frontend --discovery-backend nats",
+			wantErr: &cliError{Code: 2, Msg: "dynamo.frontend: error: argument --discovery-backend: invalid choice: 'nats' (choose from 'kubernetes', 'etcd', 'file', 'mem')"},
+		},
+		"dynamo vllm worker": {
+			argv: "python3 -m dynamo.vllm --model org/model --discovery-backend file --enforce-eager",
+			env:  env{"DYN_SYSTEM_PORT": "9090"},
+			want: launch{Engine: "dynamo-worker", Model: "org/model", Port: 9090, Discovery: "file"},
+		},
+		"dynamo sglang worker without a status server": {
+			argv: "python3 -m dynamo.sglang --model-path org/model --tp 1",
+			env:  env{"DYN_DISCOVERY_BACKEND": "file", "DYN_SYSTEM_ENABLED": "true"},
+			want: launch{Engine: "dynamo-worker", Model: "org/model", Port: -1, Discovery: "file", Warnings: []string{
+				"DYN_SYSTEM_ENABLED is deprecated: Use system_port instead. Set DYN_SYSTEM_PORT to enable the system metrics server. " +
+					"DYN_SYSTEM_ENABLED=true alone enables nothing: no status server (DYN_SYSTEM_PORT is not set)."}},
+		},
+		"dynamo worker negative port": {
+			argv: "python3 -m dynamo.sglang --model org/model",
+			env:  env{"DYN_SYSTEM_PORT": "-5"},
+			want: launch{Engine: "dynamo-worker", Model: "org/model", Port: -1, Discovery: "etcd"},
+		},
+		"pd-sidecar as llm-d's guide runs it": {
+			argv: "/app/pd-sidecar --port=8000 --vllm-port=8200 --kv-connector=nixlv2 --zap-log-level=1 --secure-proxy=false",
+			want: launch{Engine: "llm-d-routing-sidecar", Port: 8000, EnginePort: 8200, Warnings: []string{sidecarVLLMPortWarning}},
+		},
+		"pd-sidecar defaults": {
+			argv: "pd-sidecar --zap-devel --kv-connector nixlv2",
+			want: launch{Engine: "llm-d-routing-sidecar", Port: 8000, EnginePort: 8200, Secure: true},
+		},
+		"pd-sidecar --model-server-port wins": {
+			argv: "pd-sidecar --vllm-port 1 --model-server-port 2 --cert-path /certs",
+			want: launch{Engine: "llm-d-routing-sidecar", Port: 8000, EnginePort: 2, Secure: true, CertPath: "/certs", Warnings: []string{sidecarVLLMPortWarning}},
 		},
 		"sglang without a model": {
 			argv:    "python3 -m sglang.launch_server --port 30000",

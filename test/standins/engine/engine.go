@@ -26,44 +26,88 @@ func runEngine(ctx context.Context, l launch, p proc) int {
 		fmt.Fprintf(p.stderr, "engine: %v\n", err)
 		return 2
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.Port)))
+	s := &server{launch: l}
+	srv, err := listen(l.Engine, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)), s.routes(), p)
 	if err != nil {
 		fail(p, l, err)
 		return 1
 	}
-	s := &server{launch: l}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
-	defer shutdown(hs, p)
+	defer srv.shutdown(p)
+	m, code, ok := loadLogged(ctx, l, p, delay)
+	if !ok {
+		return code
+	}
+	s.model.Store(m)
+	return srv.wait(ctx, p)
+}
 
+// loadLogged reads l's model as runEngine does, logging what it reads;
+// when it fails it returns the exit status (0 when stopped).
+func loadLogged(ctx context.Context, l launch, p proc, delay time.Duration) (*model, int, bool) {
 	revision := l.Revision
 	if revision == "" {
 		revision = "main"
 	}
-	fmt.Fprintf(p.stdout, "engine: %s listening on %s\n", l.Engine, ln.Addr())
 	fmt.Fprintf(p.stdout, "engine: loading %s (revision %s); %s\n", l.Model, revision, offline(p.env))
 	m, err := load(ctx, l, p, delay)
 	switch {
 	case ctx.Err() != nil:
-		return 0
+		return nil, 0, false
 	case err != nil:
 		fail(p, l, err)
-		return 1
+		return nil, 1, false
 	}
-	s.model.Store(m)
 	archs := strings.Join(m.Architectures, ",")
 	if archs == "" {
 		archs = "without architectures"
 	}
 	fmt.Fprintf(p.stdout, "engine: loaded %s from %s: %d tensors in %d files, %d bytes, config %s\n",
 		l.Model, m.Dir, m.Tensors, m.Files, m.Bytes, archs)
+	return m, 0, true
+}
+
+// listening is an HTTP server started by listen.
+type listening struct {
+	hs     *http.Server
+	addr   net.Addr
+	served chan error
+}
+
+// listen serves h on addr (host:port) and logs "engine: NAME listening on
+// ADDR", the address it listens on, to stdout.
+func listen(name, addr string, h http.Handler, p proc) (*listening, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return serve(name, ln, h, p), nil
+}
+
+// serve serves h on ln and logs where, as listen does.
+func serve(name string, ln net.Listener, h http.Handler, p proc) *listening {
+	l := &listening{hs: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, addr: ln.Addr(), served: make(chan error, 1)}
+	go func() { l.served <- l.hs.Serve(ln) }()
+	fmt.Fprintf(p.stdout, "engine: %s listening on %s\n", name, ln.Addr())
+	return l
+}
+
+// wait serves until ctx is done (exit status 0) or the server fails (1).
+func (l *listening) wait(ctx context.Context, p proc) int {
 	select {
 	case <-ctx.Done():
 		return 0
-	case err := <-served:
+	case err := <-l.served:
 		fmt.Fprintf(p.stderr, "engine: serving: %v\n", err)
 		return 1
+	}
+}
+
+// shutdown stops the server, letting requests in flight finish.
+func (l *listening) shutdown(p proc) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.hs.Shutdown(ctx); err != nil {
+		fmt.Fprintf(p.stderr, "engine: shutting down: %v\n", err)
 	}
 }
 
@@ -93,18 +137,20 @@ func offline(e env) string {
 	return "HF_HUB_OFFLINE is not set: the real engine would ask the Hub first (the stand-in reads the cache only)"
 }
 
-// load waits delay, then finds and reads the model.
+// load waits delay (and p.hold), then finds and reads the model.
 func load(ctx context.Context, l launch, p proc, delay time.Duration) (*model, error) {
-	select {
-	case <-time.After(delay):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := p.wait(ctx, delay); err != nil {
+		return nil, err
 	}
-	e := p.env
-	if l.HubCache != "" {
-		e = e.with("HUGGINGFACE_HUB_CACHE", l.HubCache)
+	cache := hubCacheDir(p.env)
+	if l.Engine == engineTGI {
+		e := p.env
+		if l.HubCache != "" {
+			e = e.with("HUGGINGFACE_HUB_CACHE", l.HubCache)
+		}
+		cache = tgiHubCacheDir(e)
 	}
-	dir, err := modelDir(l.Model, l.Revision, e)
+	dir, err := modelDir(l.Model, l.Revision, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +206,5 @@ func writeTerminationLog(p proc, msg string) {
 	}
 	if err != nil {
 		fmt.Fprintf(p.stderr, "engine: termination log: %v\n", err)
-	}
-}
-
-// shutdown stops the server, letting requests in flight finish.
-func shutdown(hs *http.Server, p proc) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(ctx); err != nil {
-		fmt.Fprintf(p.stderr, "engine: shutting down: %v\n", err)
 	}
 }

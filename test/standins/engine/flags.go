@@ -14,13 +14,14 @@ type flagSpec struct {
 	prog   string
 	valued map[string]bool        // flags read, which must have one value
 	multi  map[string]bool        // flags read, with one or more values (argparse nargs="+")
+	repeat map[string]bool        // flags read, one value a use, every use kept
 	isBool func(name string) bool // flags known to take no value
 	norm   func(name string) string
 }
 
 // scanned is a command line split by a flagSpec.
 type scanned struct {
-	flags map[string][]string // by normalized name: the values of its last use
+	flags map[string][]string // by normalized name: the values of its last use (every use's, for repeat)
 	pos   []string
 }
 
@@ -49,6 +50,14 @@ func (f flagSpec) scan(args []string) (scanned, error) {
 			name = f.norm(name)
 		}
 		switch {
+		case f.repeat[name] && attached:
+			s.flags[name] = append(s.flags[name], val)
+		case f.repeat[name]:
+			if i+1 >= len(args) || isFlag(args[i+1]) {
+				return s, usage(f.prog, "argument %s: expected one argument", name)
+			}
+			i++
+			s.flags[name] = append(s.flags[name], args[i])
 		case attached:
 			s.flags[name] = []string{val}
 		case f.multi[name]:

@@ -65,23 +65,48 @@ func validateRepoID(id string) error {
 
 // modelDir finds the directory an engine reads model from: model itself
 // if it is a directory, else the snapshot of hub repo model at revision
-// ("" is main) in the hub cache e names.
-func modelDir(model, revision string, e env) (string, error) {
+// ("" is main) in the hub cache directory cache.
+func modelDir(model, revision, cache string) (string, error) {
 	if fi, err := os.Stat(model); err == nil && fi.IsDir() {
 		return filepath.Abs(model)
 	}
 	if err := validateRepoID(model); err != nil {
 		return "", err
 	}
-	return snapshotDir(hubCacheDir(e), model, revision)
+	return snapshotDir(cache, model, revision)
 }
 
-// hubCacheDir is the hub cache huggingface_hub uses: HF_HUB_CACHE, else
-// HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
-// $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. A
-// variable set to "" counts as set, as with os.getenv. HF_HOME and the
-// result have ~ and $VAR expanded, as huggingface_hub's constants do.
+// hubCacheDir is the hub cache huggingface_hub uses (its HF_HUB_CACHE
+// constant): HF_HUB_CACHE, else HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub
+// (see hfHome). A variable set to "" counts as set, as with os.getenv.
+// The result has ~ and $VAR expanded, as huggingface_hub's constants do.
 func hubCacheDir(e env) string {
+	cache, ok := e.lookup("HF_HUB_CACHE")
+	if !ok {
+		if cache, ok = e.lookup("HUGGINGFACE_HUB_CACHE"); !ok {
+			cache = filepath.Join(hfHome(e), "hub")
+		}
+	}
+	return expandVars(expandUser(cache, e), e)
+}
+
+// tgiHubCacheDir is the hub cache Text Generation Inference reads weights
+// from: its shards look in huggingface_hub's legacy HUGGINGFACE_HUB_CACHE
+// constant (server/text_generation_server/utils/hub.py), which is the
+// variable HUGGINGFACE_HUB_CACHE as it is (the launcher sets it from
+// --huggingface-hub-cache), else $HF_HOME/hub. HF_HUB_CACHE is not read:
+// a model cached only there is not found.
+func tgiHubCacheDir(e env) string {
+	if cache, ok := e.lookup("HUGGINGFACE_HUB_CACHE"); ok {
+		return cache
+	}
+	return filepath.Join(hfHome(e), "hub")
+}
+
+// hfHome is huggingface_hub's HF_HOME: the variable, else
+// $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface, with ~ and $VAR
+// expanded.
+func hfHome(e env) string {
 	home, ok := e.lookup("HF_HOME")
 	if !ok {
 		xdg, ok := e.lookup("XDG_CACHE_HOME")
@@ -90,14 +115,7 @@ func hubCacheDir(e env) string {
 		}
 		home = filepath.Join(xdg, "huggingface")
 	}
-	home = expandVars(expandUser(home, e), e)
-	cache, ok := e.lookup("HF_HUB_CACHE")
-	if !ok {
-		if cache, ok = e.lookup("HUGGINGFACE_HUB_CACHE"); !ok {
-			cache = filepath.Join(home, "hub")
-		}
-	}
-	return expandVars(expandUser(cache, e), e)
+	return expandVars(expandUser(home, e), e)
 }
 
 // expandUser is Python's os.path.expanduser for ~ and ~/...: HOME, else

@@ -44,6 +44,25 @@ func TestHubCacheDir(t *testing.T) {
 	}
 }
 
+func TestTGIHubCacheDir(t *testing.T) {
+	tests := map[string]struct {
+		env  env
+		want string
+	}{
+		"HUGGINGFACE_HUB_CACHE, as it is": {env: env{"HUGGINGFACE_HUB_CACHE": "~/b", "HF_HUB_CACHE": "/a", "HF_HOME": "/c"}, want: "~/b"},
+		"HF_HUB_CACHE is not read":        {env: env{"HF_HUB_CACHE": "/a", "HF_HOME": "/data"}, want: "/data/hub"},
+		"the image's HF_HOME":             {env: env{"HF_HOME": "/data"}, want: "/data/hub"},
+		"then XDG_CACHE_HOME":             {env: env{"XDG_CACHE_HOME": "/d"}, want: "/d/huggingface/hub"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tgiHubCacheDir(tc.env); got != tc.want {
+				t.Errorf("tgiHubCacheDir = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestValidateRepoID(t *testing.T) {
 	tests := map[string]bool{
 		"gpt2":                           true,
@@ -132,7 +151,7 @@ func TestModelDir(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := modelDir(tc.model, tc.revision, tc.env)
+			got, err := modelDir(tc.model, tc.revision, hubCacheDir(tc.env))
 			if diff := cmp.Diff(tc.wantErr, err); diff != "" {
 				t.Fatalf("error (-want +got):\n%s", diff)
 			}
@@ -148,7 +167,7 @@ func TestModelDirRelative(t *testing.T) {
 	writeFiles(t, dir, map[string][]byte{"org/tiny/config.json": []byte("{}")})
 	t.Chdir(dir)
 	// org/tiny is also a repo id; the directory wins, as in the engines.
-	got, err := modelDir("org/tiny", "", env{"HF_HUB_CACHE": filepath.Join(dir, "empty")})
+	got, err := modelDir("org/tiny", "", filepath.Join(dir, "empty"))
 	if err != nil {
 		t.Fatal(err)
 	}

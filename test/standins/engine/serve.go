@@ -28,11 +28,18 @@ func (s *server) routes() http.Handler {
 	return mux
 }
 
-// loaded returns the model, or answers 503 while it loads.
+// loaded returns the model, or answers 503 while it loads: TGI's body
+// is its router's (router/src/server.rs), the others' the stand-in's own.
+// (vLLM answers nothing at all while it loads: its socket is bound, its
+// handlers not yet installed.)
 func (s *server) loaded(w http.ResponseWriter) (*model, bool) {
 	m := s.model.Load()
 	if m == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the model is loading"})
+		body := map[string]string{"error": "the model is loading"}
+		if s.launch.Engine == engineTGI {
+			body = map[string]string{"error": "unhealthy", "error_type": "healthcheck"}
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 	}
 	return m, m != nil
 }

@@ -57,7 +57,7 @@ func TestRunShell(t *testing.T) {
 		"a command found that the stand-in does not run": {
 			argv:       []string{"sh", "-c", "ls"},
 			wantStatus: 127,
-			wantErr:    "engine: ls: not a program of the stand-in engine (sh, python3, vllm, text-generation-launcher, sglang, proxy)\n",
+			wantErr:    "engine: ls: not a program of the stand-in engine (sh, python3, vllm, text-generation-launcher, sglang, tritonserver, pd-sidecar, proxy)\n",
 		},
 		"sh found in PATH runs in process": {
 			argv:    []string{"sh", "-c", `sh -c 'echo inner $0 "$1"' n "a b"`},
