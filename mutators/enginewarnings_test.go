@@ -81,6 +81,16 @@ func TestEngineWarnings(t *testing.T) {
 	}
 }
 
+// workerProbed is probed for a Dynamo worker, whose status port is
+// declared as "system".
+func workerProbed(port int32) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		probed(0, "/health", port, 5, 60)(s)
+		p := &s.Containers[0].Ports[len(s.Containers[0].Ports)-1]
+		p.Name = "system"
+	}
+}
+
 func TestDynamoProbes(t *testing.T) {
 	cases := map[string]struct {
 		command []string
@@ -106,7 +116,7 @@ func TestDynamoProbes(t *testing.T) {
 			command: []string{"python3", "-m", "dynamo.vllm", "--model", "acme/llm"},
 			env:     []corev1.EnvVar{{Name: "DYN_SYSTEM_PORT", Value: "9090"}},
 			ports:   []corev1.ContainerPort{{Name: "nixl", ContainerPort: 19090}},
-			want:    probed(0, "/health", 9090, 5, 60),
+			want:    workerProbed(9090),
 		},
 		"a worker with its status server off gets nothing": {
 			command: []string{"python3", "-m", "dynamo.vllm", "--model", "acme/llm"},
@@ -116,7 +126,7 @@ func TestDynamoProbes(t *testing.T) {
 		"a worker probed on the port modelgate.io/port names": {
 			command: []string{"python3", "-m", "dynamo.trtllm"},
 			port:    9345,
-			want:    probed(0, "/health", 9345, 5, 60),
+			want:    workerProbed(9345),
 		},
 	}
 	for name, tc := range cases {

@@ -87,8 +87,8 @@ func DefaultProbePresets() map[annotations.EngineName]ProbePreset {
 //     probes already allow, so the kubelet does not kill a server still
 //     loading its weights;
 //   - the serving port in the container's ports, named "http" (or
-//     "serving" when "http" names another port), unless a port with that
-//     number is declared already.
+//     "serving" when "http" names another port; a Dynamo worker's status
+//     port "system"), unless a port with that number is declared already.
 //
 // The port is the one the engine really listens on (see servingEndpoint:
 // the annotation, the engine's own flag or variable, the declared port, a
@@ -142,7 +142,11 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 		httpProbe(path, port, period, readinessFailureThreshold)) || changed
 	changed = setProbe(t, in, &c.StartupProbe, part(partStartupProbe, c.Name),
 		httpProbe(path, port, period, startupThreshold(budget, period))) || changed
-	changed = declarePort(t, in, c, port) || changed
+	names := []string{"http", "serving"}
+	if isDynamoWorker(c, s.Engine) {
+		names = []string{"system"} // its status server's, as Dynamo's operator names it
+	}
+	changed = declarePort(t, in, c, port, names) || changed
 	return changed, nil
 }
 
@@ -249,7 +253,7 @@ func setProbe(t *Target, in *Input, slot **corev1.Probe, part string, want *core
 // entry modelgate added on an earlier pass follows a changed port, and goes
 // when the user declares the port themselves. It reports whether the ports
 // changed.
-func declarePort(t *Target, in *Input, c *corev1.Container, port int32) bool {
+func declarePort(t *Target, in *Input, c *corev1.Container, port int32, names []string) bool {
 	// A port is known by its number and name: a port the user declares
 	// later with modelgate's number is not mistaken for modelgate's.
 	ours := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool {
@@ -274,7 +278,7 @@ func declarePort(t *Target, in *Input, c *corev1.Container, port int32) bool {
 		t.Own(portPart(c.Name, *p))
 		return changed
 	}
-	p := corev1.ContainerPort{Name: servingPortName(c.Ports), ContainerPort: port, Protocol: corev1.ProtocolTCP}
+	p := corev1.ContainerPort{Name: portName(c.Ports, names), ContainerPort: port, Protocol: corev1.ProtocolTCP}
 	c.Ports = append(c.Ports, p)
 	t.Own(portPart(c.Name, p))
 	return true
@@ -331,10 +335,11 @@ func isTCP(p corev1.ContainerPort) bool {
 	return p.Protocol == "" || p.Protocol == corev1.ProtocolTCP
 }
 
-// servingPortName is "http", or "serving" when another port is named
-// "http", or no name when both are taken (a port name is optional).
-func servingPortName(ports []corev1.ContainerPort) string {
-	for _, name := range []string{"http", "serving"} {
+// portName is the first of names no other port has ("http", or
+// "serving" when another port is named "http"), or no name when all are
+// taken (a port name is optional).
+func portName(ports []corev1.ContainerPort, names []string) string {
+	for _, name := range names {
 		if !slices.ContainsFunc(ports, func(p corev1.ContainerPort) bool { return p.Name == name }) {
 			return name
 		}

@@ -154,7 +154,7 @@ func TestServingProbesFitTheContainer(t *testing.T) {
 			}
 			wantPorts := before.Ports
 			if tc.wantDeclared {
-				wantPorts = append(wantPorts, corev1.ContainerPort{Name: servingPortName(before.Ports), ContainerPort: tc.wantPort, Protocol: corev1.ProtocolTCP})
+				wantPorts = append(wantPorts, corev1.ContainerPort{Name: portName(before.Ports, []string{"http", "serving"}), ContainerPort: tc.wantPort, Protocol: corev1.ProtocolTCP})
 			}
 			if diff := cmp.Diff(wantPorts, c.Ports); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
