@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +24,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/modelgate/modelgate/internal/enginefacts"
 )
 
 // nodeImageNames are the OCI layouts `make node-images` writes into
@@ -31,15 +36,43 @@ var nodeImageNames = []string{"modelgate", "pause", "engine"}
 // PauseImage is the sandbox image containerd runs for every Pod.
 const PauseImage = "registry.k8s.io/pause:3.10"
 
-// EngineRepositories are the repositories of published serving images
-// that the node's registry answers with the stand-in engine, whatever the
-// registry host and tag, each with its image's entrypoint: a published
-// manifest naming docker.io/vllm/vllm-openai:v0.9.1 runs unchanged.
-var EngineRepositories = map[string][]string{
-	"vllm/vllm-openai":                      {"python3", "-m", "vllm.entrypoints.openai.api_server"},
-	"lmsysorg/sglang":                       nil,
-	"huggingface/text-generation-inference": {"text-generation-launcher"},
-	"modelgate/test-engine":                 nil,
+// EngineImage is what the node's registry serves for a published engine
+// image's repository: the stand-in engine (test/standins/engine), with
+// the published image's entrypoint and the variables its ENV sets.
+type EngineImage struct {
+	Entrypoint []string
+	Env        map[string]string
+}
+
+// TestEngineRepository is the stand-in engine's own repository.
+const TestEngineRepository = "modelgate/test-engine"
+
+// EngineRepositories are the repositories of the published serving images
+// in modelgate's table of engine facts (internal/enginefacts), and
+// TestEngineRepository, that the node's registry answers with the
+// stand-in engine, whatever the registry host and tag, each with its
+// image's entrypoint and variables: a published manifest naming
+// docker.io/vllm/vllm-openai:v0.23.0 runs unchanged (vllm serve ...).
+func EngineRepositories() (map[string]EngineImage, error) {
+	table, err := enginefacts.Load()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]EngineImage{TestEngineRepository: {}}
+	for _, e := range table.Engines {
+		for _, i := range e.Images {
+			img := EngineImage{Entrypoint: i.Entrypoint, Env: i.Env}
+			if len(img.Entrypoint) == 0 {
+				img.Entrypoint = nil
+			}
+			repo := i.Repository()
+			if seen, ok := out[repo]; ok && !reflect.DeepEqual(seen, img) {
+				return nil, fmt.Errorf("engine %s: image %s: its repository %s has another entrypoint or environment in the table", e.Name, i.Ref, repo)
+			}
+			out[repo] = img
+		}
+	}
+	return out, nil
 }
 
 // engineTag is the tag the engine's repositories are pushed with; a
@@ -49,21 +82,26 @@ const engineTag = "latest"
 // nodeRegistry is an OCI registry on 127.0.0.1 that serves the images the
 // real node runs; containerd's hosts.toml sends every registry to it.
 type nodeRegistry struct {
-	host string // 127.0.0.1:port
-	srv  *http.Server
-	ln   net.Listener
+	host    string // 127.0.0.1:port
+	srv     *http.Server
+	ln      net.Listener
+	engines map[string]EngineImage
 }
 
 // startNodeRegistry serves an empty in-memory registry on 127.0.0.1,
 // logging its requests to logw.
 func startNodeRegistry(logw io.Writer) (*nodeRegistry, error) {
+	engines, err := EngineRepositories()
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listening for the node's registry: %w", err)
 	}
 	h := registry.New(registry.Logger(log.New(logw, "registry: ", log.LstdFlags)))
-	r := &nodeRegistry{host: ln.Addr().String(), ln: ln, srv: &http.Server{
-		Handler:           anyEngineTag(h),
+	r := &nodeRegistry{host: ln.Addr().String(), ln: ln, engines: engines, srv: &http.Server{
+		Handler:           anyEngineTag(h, engines),
 		ReadHeaderTimeout: 10 * time.Second,
 	}}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -72,10 +110,10 @@ func startNodeRegistry(logw io.Writer) (*nodeRegistry, error) {
 
 // anyEngineTag answers a manifest request for any tag of an engine
 // repository with engineTag's manifest.
-func anyEngineTag(next http.Handler) http.Handler {
+func anyEngineTag(next http.Handler, engines map[string]EngineImage) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if repo, ref, ok := manifestRequest(req.URL.Path); ok && req.Method != http.MethodPut {
-			if _, engine := EngineRepositories[repo]; engine && !strings.Contains(ref, ":") && ref != engineTag {
+			if _, engine := engines[repo]; engine && !strings.Contains(ref, ":") && ref != engineTag {
 				req = req.Clone(req.Context())
 				req.URL.Path = "/v2/" + repo + "/manifests/" + engineTag
 			}
@@ -159,22 +197,31 @@ func (r *nodeRegistry) push(ctx context.Context, img v1.Image, repoTag string) e
 	return nil
 }
 
-// withEntrypoint returns img with another entrypoint and no command.
-func withEntrypoint(img v1.Image, entrypoint []string) (v1.Image, error) {
+// asEngineImage returns img with e's entrypoint, no command, and e's
+// variables set over the image's own.
+func asEngineImage(img v1.Image, e EngineImage) (v1.Image, error) {
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.Config.Entrypoint = entrypoint
+	cf.Config.Entrypoint = e.Entrypoint
 	cf.Config.Cmd = nil
+	cf.Config.Env = slices.DeleteFunc(cf.Config.Env, func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		_, set := e.Env[k]
+		return set
+	})
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		cf.Config.Env = append(cf.Config.Env, k+"="+e.Env[k])
+	}
 	return mutate.ConfigFile(img, cf)
 }
 
 // pushNodeImages pushes the layouts in imagesDir: modelgate's under each
 // of modelgateRefs (the Configuration's injection.loader.image first, each
 // with its registry host dropped: every host resolves to this registry), the pause
-// image as PauseImage, and the engine under each of EngineRepositories.
+// image as PauseImage, and the engine under each of r.engines.
 func (r *nodeRegistry) pushNodeImages(ctx context.Context, imagesDir string, modelgateRefs []string) error {
 	images := map[string]v1.Image{}
 	for _, n := range nodeImageNames {
@@ -196,13 +243,10 @@ func (r *nodeRegistry) pushNodeImages(ctx context.Context, imagesDir string, mod
 		}
 		errs = append(errs, r.push(ctx, img, repoTag))
 	}
-	for repo, entrypoint := range EngineRepositories {
-		img := images["engine"]
-		if entrypoint != nil {
-			var err error
-			if img, err = withEntrypoint(img, entrypoint); err != nil {
-				return fmt.Errorf("setting %s's entrypoint: %w", repo, err)
-			}
+	for repo, e := range r.engines {
+		img, err := asEngineImage(images["engine"], e)
+		if err != nil {
+			return fmt.Errorf("setting %s's entrypoint and environment: %w", repo, err)
 		}
 		errs = append(errs, r.push(ctx, img, repo+":"+engineTag))
 	}
