@@ -205,8 +205,8 @@ func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 // probe instead: the worker serves no HTTP endpoint at all.
 func statusServerOff(c *corev1.Container, in *Input) bool {
 	s := in.Settings.Serving
-	return isDynamoWorker(c, s.Engine) && !(s.Port != 0 && in.Settings.Explicit(annotations.Port)) &&
-		enginePort(c, s.Engine) == 0
+	named := s.Port != 0 && in.Settings.Explicit(annotations.Port)
+	return isDynamoWorker(c, s.Engine) && !named && enginePort(c, s.Engine) == 0
 }
 
 // startupThreshold is the number of periods that covers the warm-up

@@ -260,7 +260,7 @@ func (t *Table) Annotated(annotation string) []Engine {
 	return out
 }
 
-// Flags returns the engine's flags with the role.
+// FlagsWith returns the engine's flags with the role.
 func (e Engine) FlagsWith(role string) []Flag {
 	var out []Flag
 	for _, f := range e.Flags {
@@ -311,13 +311,15 @@ func (e Engine) Endpoint(role string) (Endpoint, bool) {
 // DefaultPort is the serving port the engine listens on when nothing sets
 // it: its image's variable for the port flag, else the flag's default.
 func (e Engine) DefaultPort() string {
-	for _, f := range e.FlagsWith(RolePort) {
-		for _, i := range e.Images {
-			if v, ok := i.Env[f.Env]; ok && f.Env != "" {
-				return v
-			}
-		}
-		return f.Default
+	flags := e.FlagsWith(RolePort)
+	if len(flags) == 0 {
+		return ""
 	}
-	return ""
+	f := flags[0]
+	for _, i := range e.Images {
+		if v, ok := i.Env[f.Env]; ok && f.Env != "" {
+			return v
+		}
+	}
+	return f.Default
 }
