@@ -34,7 +34,8 @@ const ServingContainer = "server"
 // and Env values,
 // {{model}} is what the engine loads (the Hugging Face repository for
 // hf:// models, which the loader puts in the cache the engine reads;
-// otherwise the directory the model is mounted at) and {{port}} the port.
+// otherwise, and always for Triton, whose --model-repository is a
+// directory, the directory the model is mounted at) and {{port}} the port.
 type Engine struct {
 	Image   string
 	Command []string
@@ -92,7 +93,7 @@ func Deployment(ai *servingv1.AIInference, engines map[servingv1.EngineName]Engi
 	if port == 0 {
 		return nil, fmt.Errorf("spec.engine.port: required (the defaulter sets the engine's preset)")
 	}
-	model := modelArg(spec.Model)
+	model := modelArg(spec.Model, name)
 	replace := strings.NewReplacer("{{model}}", model, "{{port}}", strconv.Itoa(int(port)))
 	expand := func(in []string) []string {
 		var out []string
@@ -260,9 +261,10 @@ func modelURI(m servingv1.ModelSpec) string {
 
 // modelArg is what the engine is told to load: the repository of an hf://
 // model (the loader fills the Hugging Face cache the webhook points the
-// engine at, so `vllm serve org/model` finds it offline), else the mount.
-func modelArg(m servingv1.ModelSpec) string {
-	if repo, ok := strings.CutPrefix(m.URI, "hf://"); ok {
+// engine at, so `vllm serve org/model` finds it offline), else, and for
+// Triton, which reads a directory, the mount.
+func modelArg(m servingv1.ModelSpec, engine servingv1.EngineName) string {
+	if repo, ok := strings.CutPrefix(m.URI, "hf://"); ok && engine != servingv1.EngineTriton {
 		return repo
 	}
 	return annotations.DefaultModelMount

@@ -277,3 +277,32 @@ func TestEnginePresetEnv(t *testing.T) {
 		t.Errorf("image %s args %v: want the preset's, pointed at %s", c.Image, c.Args, repo)
 	}
 }
+
+func TestModelArgumentPerEngine(t *testing.T) {
+	cases := map[string]struct {
+		engine servingv1.EngineName
+		uri    string
+		want   []string
+	}{
+		"vllm: an hf:// model by its repository": {engine: servingv1.EngineVLLM, uri: "hf://acme/llm",
+			want: []string{"acme/llm", "--port", "8000"}},
+		"sglang: an s3:// model by its mount": {engine: servingv1.EngineSGLang, uri: "s3://models/llm",
+			want: []string{"/models", "--host", "0.0.0.0", "--port", "8000"}},
+		"triton: its model repository is a directory, even for an hf:// model": {engine: servingv1.EngineTriton, uri: "hf://acme/llm",
+			want: []string{"--model-repository", "/models", "--http-port", "8000"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ai := sampleV1(t)
+			ai.Spec.Engine = servingv1.EngineSpec{Name: tc.engine, Port: 8000}
+			ai.Spec.Model.URI, ai.Spec.Model.Revision = tc.uri, ""
+			d, err := Deployment(ai, DefaultEngines)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, d.Spec.Template.Spec.Containers[0].Args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
