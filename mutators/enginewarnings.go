@@ -131,3 +131,32 @@ func clip(v string) string {
 	}
 	return v
 }
+
+// hubTokenVariables are the variables the Hub's clients read a token from
+// (huggingface_hub's HF_TOKEN and its older HUGGING_FACE_HUB_TOKEN).
+var hubTokenVariables = []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}
+
+// engineTokenWarning warns when the serving container gives its engine a
+// Hub token (published manifests do, from a Secret, for gated models)
+// while modelgate's loader, which downloads the hf:// model in its place
+// (the engine runs with HF_HUB_OFFLINE), is given no credentials: a gated
+// or private model would fail to load. Empty otherwise.
+func engineTokenWarning(t *Target, c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
+	if m.URI.Scheme != annotations.SchemeHF || m.Credentials != "" || o == nil || !needsLoader(m, o.Loader) {
+		return ""
+	}
+	if !slices.Contains(t.owns, ownLoader) {
+		return "" // a loader of the user's own has what it was given
+	}
+	i := slices.IndexFunc(c.Env, func(v corev1.EnvVar) bool { return slices.Contains(hubTokenVariables, v.Name) })
+	if i < 0 {
+		return ""
+	}
+	from := "its env"
+	if r := c.Env[i].ValueFrom; r != nil && r.SecretKeyRef != nil {
+		from = fmt.Sprintf("key %q of Secret %q", r.SecretKeyRef.Key, r.SecretKeyRef.Name)
+	}
+	return fmt.Sprintf("container %q gives its engine %s (%s), but modelgate's loader downloads %s in its place with no "+
+		"credentials (the engine runs offline): a gated or private model would fail to load; set %s to the Secret that "+
+		"holds the token", c.Name, c.Env[i].Name, from, clip(m.URI.Raw), annotations.ModelCredentials)
+}

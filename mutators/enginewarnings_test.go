@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -171,6 +172,58 @@ func TestModelReferencesAfterServeFlags(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, ModelReferences(tc.command, nil, nil)); diff != "" {
 				t.Errorf("ModelReferences(%q) (-want +got):\n%s", tc.command, diff)
+			}
+		})
+	}
+}
+
+// A published manifest gives its engine a Hub token from a Secret; the
+// loader that downloads in the engine's place has none unless
+// modelgate.io/model-credentials names one.
+func TestEngineTokenWarning(t *testing.T) {
+	const want = `container "server" gives its engine HF_TOKEN (key "token" of Secret "hf-token-secret"), but modelgate's ` +
+		`loader downloads hf://meta-llama/Llama-3.1-8B-Instruct in its place with no credentials (the engine runs offline): ` +
+		`a gated or private model would fail to load; set modelgate.io/model-credentials to the Secret that holds the token`
+	fromSecret := []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "hf-token-secret"}, Key: "token"}}}}
+	cases := map[string]struct {
+		env         []corev1.EnvVar
+		credentials string
+		userLoader  bool
+		model       string
+		want        string
+	}{
+		"a token from a Secret, the loader without": {env: fromSecret, model: hfLlama, want: want},
+		"the older variable, plain": {env: []corev1.EnvVar{{Name: "HUGGING_FACE_HUB_TOKEN", Value: "x"}}, model: hfLlama,
+			want: `container "server" gives its engine HUGGING_FACE_HUB_TOKEN (its env), but modelgate's loader downloads ` +
+				`hf://meta-llama/Llama-3.1-8B-Instruct in its place with no credentials (the engine runs offline): a gated or ` +
+				`private model would fail to load; set modelgate.io/model-credentials to the Secret that holds the token`},
+		"the loader has credentials": {env: fromSecret, credentials: "hf-token-secret", model: hfLlama},
+		"no token":                   {model: hfLlama},
+		"a loader of the user's own": {env: fromSecret, userLoader: true, model: hfLlama},
+		"not a Hugging Face model":   {env: fromSecret, model: "s3://models/llama"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg := newTarget("Pod", builders.Options{})
+			tg.PodSpec.Containers[0].Env = tc.env
+			if tc.userLoader {
+				tg.PodSpec.InitContainers = []corev1.Container{{Name: LoaderContainerName, Image: "registry.example.com/fetch:1"}}
+			}
+			m := modelSettings(tc.model)
+			m.Credentials = tc.credentials
+			in := &Input{Settings: explicit(annotations.Settings{Model: m}), Options: testOptions()}
+			if _, err := (Chain{ModelLoader{}}).Apply(tg, in); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			got := ""
+			for _, w := range Warnings(tg, in) {
+				if strings.Contains(w, "gives its engine") {
+					got = w
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("warning (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -35,6 +35,9 @@ import (
 //   - it starts `vllm serve` with the deprecated --model (see
 //     deprecatedModelFlagWarning), or a Dynamo worker whose status server
 //     is off, which gets no probes (see statusServerWarning);
+//   - it gives its engine a Hub token while modelgate's loader, which
+//     downloads the hf:// model instead, has no credentials (see
+//     engineTokenWarning);
 //   - its engine streams the model from object storage itself while
 //     modelgate's loader would read it too (see secondReadWarning), or,
 //     with model-mount: engine, it names another model than the annotated
@@ -90,6 +93,9 @@ func Warnings(t *Target, in *Input) []string {
 		out = append(out, w)
 	}
 	if w := hubCacheWarning(t, c, m, in.Options); w != "" {
+		out = append(out, w)
+	}
+	if w := engineTokenWarning(t, c, m, in.Options); w != "" {
 		out = append(out, w)
 	}
 	if w := cacheVolumeOwnerWarning(t.PodSpec, m, in.Options); w != "" {
