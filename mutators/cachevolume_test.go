@@ -78,6 +78,21 @@ func TestModelCacheVolume(t *testing.T) {
 		}
 	})
 
+	t.Run("a cache the pod only reads: warned that it goes unused", func(t *testing.T) {
+		tg := tgiWithCache("Pod")
+		tg.PodSpec.Containers[0].VolumeMounts[0].ReadOnly = true
+		_, in, err := applyModel(t, tg, parsed(t, annos))
+		if err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		want := `container "tgi" mounts volume "data" read-only at /data as its model cache (TGI's cache directory); ` +
+			`modelgate loads the model again into a disk volume of its own at /models and points the engine there, so that ` +
+			`cache goes unused: if it holds the model, serve the model from it without modelgate.io/model`
+		if got := Warnings(tg, in); !slices.Contains(got, want) {
+			t.Errorf("warnings %q\nwant among them %q", got, want)
+		}
+	})
+
 	for _, kind := range targetKinds {
 		t.Run("volume cache/"+kind, func(t *testing.T) {
 			tg := tgiWithCache(kind)

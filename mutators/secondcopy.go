@@ -37,8 +37,9 @@ const tgiCachePath = "/data/hub"
 // writable volume of the pod's as its model cache: a mount that an HF or
 // engine cache variable, a download-dir flag or a well-known cache path
 // points at. The node would hold the model twice (a 70B model: 150Gi on
-// the PVC and 150Gi more in the emptyDir). Empty when there is no such
-// mount.
+// the PVC and 150Gi more in the emptyDir). A read-only cache of an hf://
+// model is warned about too: the engine is pointed away from it. Empty
+// when there is no such mount.
 func secondCopyWarning(spec *corev1.PodSpec, c *corev1.Container, m *annotations.ModelSettings, engine annotations.EngineName, o *Options) string {
 	if o == nil || (m.Cache.Medium != annotations.CacheDisk && m.Cache.Medium != annotations.CacheMemory) {
 		return ""
@@ -52,12 +53,24 @@ func secondCopyWarning(spec *corev1.PodSpec, c *corev1.Container, m *annotations
 			continue
 		}
 		i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
-		if i < 0 || readOnlyVolume(spec.Volumes[i]) != "" || vm.ReadOnly {
+		if i < 0 {
 			continue
 		}
 		why := cacheUse(path.Clean(vm.MountPath), targets)
 		if why == "" {
 			continue
+		}
+		if readOnlyVolume(spec.Volumes[i]) != "" || vm.ReadOnly {
+			// A cache the pod only reads (a node's prefilled hostPath, say)
+			// cannot be loaded into; with an hf:// model the engine is
+			// pointed away from it (HF_HUB_CACHE), so it goes unused.
+			if m.URI.Scheme != annotations.SchemeHF {
+				continue
+			}
+			return fmt.Sprintf("container %q mounts volume %q read-only at %s as its model cache (%s); modelgate loads the "+
+				"model again into a %s volume of its own at %s and points the engine there, so that cache goes unused: if it "+
+				"holds the model, serve the model from it without %s", c.Name, vm.Name, vm.MountPath, why, m.Cache.Medium,
+				m.MountPath, annotations.Model)
 		}
 		return fmt.Sprintf("container %q already mounts volume %q at %s as its model cache (%s); modelgate loads a second copy "+
 			"of the model into a %s volume of its own at %s: set %s: \"%s:%s\" to load the model into that volume instead",
