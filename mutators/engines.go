@@ -131,6 +131,20 @@ func component(c *corev1.Container, engine annotations.EngineName) (engineTraits
 	return dynamoFrontend, true
 }
 
+// servedEngine is the engine whose probes the container gets: Dynamo's
+// when its command line visibly starts a Dynamo frontend or worker under
+// modelgate.io/engine: vllm or sglang (the worker's backend: it serves no
+// API on vLLM's or SGLang's port, and probes there would never pass),
+// else the annotation's.
+func servedEngine(c *corev1.Container, engine annotations.EngineName) annotations.EngineName {
+	if engine == annotations.EngineVLLM || engine == annotations.EngineSGLang {
+		if engineStart(commandLine(c), engines[annotations.EngineDynamo]) >= 0 {
+			return annotations.EngineDynamo
+		}
+	}
+	return engine
+}
+
 // isDynamoWorker reports whether the container starts a Dynamo worker.
 func isDynamoWorker(c *corev1.Container, engine annotations.EngineName) bool {
 	return engine == annotations.EngineDynamo && engineStart(commandLine(c), dynamoWorker) >= 0

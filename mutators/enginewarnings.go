@@ -48,6 +48,18 @@ func statusServerWarning(c *corev1.Container, in *Input) string {
 		"or %s to the port of a server it runs", c.Name, dynamoSystemPortEnv, dynamoSystemPortEnv, annotations.Port)
 }
 
+// backendEngineWarning warns when modelgate.io/engine names Dynamo's
+// backend (vllm, sglang) for a container that starts a Dynamo component:
+// it is probed as Dynamo's (see servedEngine). Empty otherwise.
+func backendEngineWarning(c *corev1.Container, in *Input) string {
+	e := in.Settings.Serving.Engine
+	if servedEngine(c, e) == e {
+		return ""
+	}
+	return fmt.Sprintf("container %q starts NVIDIA Dynamo (python -m dynamo....), not %s's own server: it is probed as "+
+		"Dynamo's; set %s: %s", c.Name, e, annotations.Engine, annotations.EngineDynamo)
+}
+
 // objectStoreSchemes are the model URIs an engine reads from object
 // storage itself (vLLM's runai_streamer: vllm/transformers_utils/
 // runai_utils.py, SUPPORTED_SCHEMES).

@@ -1,6 +1,7 @@
 package mutators
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,5 +227,29 @@ func TestEngineTokenWarning(t *testing.T) {
 				t.Errorf("warning (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A Dynamo worker annotated with its backend's engine is probed as
+// Dynamo's, on its status port, never on vLLM's 8000, where nothing
+// listens and the startup probe would kill it; a warning says why.
+func TestDynamoWorkerUnderItsBackendsEngine(t *testing.T) {
+	tg, want := specTarget("Pod", func(s *corev1.PodSpec) {
+		c := &s.Containers[0]
+		c.Image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
+		c.Command = []string{"python3", "-m", "dynamo.vllm", "--model", "acme/llm"}
+		c.Env = []corev1.EnvVar{{Name: "DYN_SYSTEM_PORT", Value: "9090"}}
+	}, workerProbed(9090))
+	in := &Input{Operation: Create, Settings: explicit(annotations.Settings{Serving: serving(annotations.EngineVLLM)}), Options: testOptions()}
+	if _, err := (ServingProbes{}).Mutate(tg, in); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, tg.PodSpec); diff != "" {
+		t.Errorf("pod spec (-want +got):\n%s", diff)
+	}
+	w := `container "server" starts NVIDIA Dynamo (python -m dynamo....), not vllm's own server: it is probed as Dynamo's; ` +
+		`set modelgate.io/engine: dynamo`
+	if got := Warnings(tg, in); !slices.Contains(got, w) {
+		t.Errorf("warnings %q, want among them %q", got, w)
 	}
 }

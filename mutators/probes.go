@@ -143,7 +143,7 @@ func (ServingProbes) Mutate(t *Target, in *Input) (bool, error) {
 	changed = setProbe(t, in, &c.StartupProbe, part(partStartupProbe, c.Name),
 		httpProbe(path, port, period, startupThreshold(budget, period))) || changed
 	names := []string{"http", "serving"}
-	if isDynamoWorker(c, s.Engine) {
+	if isDynamoWorker(c, servedEngine(c, s.Engine)) {
 		names = []string{"system"} // its status server's, as Dynamo's operator names it
 	}
 	changed = declarePort(t, in, c, port, names) || changed
@@ -165,6 +165,7 @@ var errNoEndpoint = errors.New("no serving port or health path")
 //  5. the engine preset's port.
 func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 	s := in.Settings.Serving
+	s.Engine = servedEngine(c, s.Engine)
 	preset := in.Options.Probes.Presets[s.Engine]
 	path := s.HealthPath
 	if path == "" {
@@ -205,6 +206,7 @@ func servingEndpoint(c *corev1.Container, in *Input) (int32, string, error) {
 // probe instead: the worker serves no HTTP endpoint at all.
 func statusServerOff(c *corev1.Container, in *Input) bool {
 	s := in.Settings.Serving
+	s.Engine = servedEngine(c, s.Engine)
 	named := s.Port != 0 && in.Settings.Explicit(annotations.Port)
 	return isDynamoWorker(c, s.Engine) && !named && enginePort(c, s.Engine) == 0
 }

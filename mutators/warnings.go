@@ -54,7 +54,8 @@ func Warnings(t *Target, in *Input) []string {
 	if w := profileGPUWarning(c, in); w != "" {
 		out = append(out, w)
 	}
-	for _, w := range []string{loopbackWarning(c, in), deprecatedModelFlagWarning(c, in), statusServerWarning(c, in)} {
+	for _, w := range []string{loopbackWarning(c, in), deprecatedModelFlagWarning(c, in), backendEngineWarning(c, in),
+		statusServerWarning(c, in)} {
 		if w != "" {
 			out = append(out, w)
 		}
