@@ -288,6 +288,7 @@ func FuzzParser(f *testing.F) {
 		{nil, map[string]string{Model: "oci://registry.example.com/m@sha256:" + strings.Repeat("ab", 32), ModelMount: "image-volume:/mnt/m"}},
 		{map[string]string{ModelMount: "loader"}, map[string]string{Model: "s3://models/llama", GPU: "2", GPUAllocation: "dra"}},
 		{nil, map[string]string{Model: "pvc://models/llama", ModelMount: "image-volume", GPUAllocation: "device-plugin"}},
+		{nil, map[string]string{Model: "s3://models/llama", ModelMount: "engine", ModelCache: "memory", Engine: "dynamo", Port: "9090"}},
 	} {
 		keys, joined := fuzzSeed(seed[0], seed[1])
 		f.Add(keys, joined)
@@ -356,7 +357,7 @@ func checkSettings(t *testing.T, s Settings) {
 // a delivery and a clean absolute path (or none) that parse again to the
 // same.
 func FuzzParseModelMount(f *testing.F) {
-	for _, seed := range []string{"/models", "image-volume", "image-volume:/mnt/m", "loader:/data", "loader:", "image-volume:/", "/a:b", "loader:/x/../y"} {
+	for _, seed := range []string{"/models", "image-volume", "image-volume:/mnt/m", "loader:/data", "loader:", "image-volume:/", "/a:b", "loader:/x/../y", "engine", "engine:/m"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
