@@ -64,6 +64,7 @@ func FuzzUserFieldsSurvive(f *testing.F) {
 	f.Add("true", "s3://bucket/model", "2", "sglang", "9000", "yes", "")
 	f.Add("true", "", "8", "", "", `{"mutators":[]}`, "mallory")
 	f.Add("true", "pvc://claim/path", "", "tgi", "abc", "", "")
+	f.Add("true", "hf://org/repo", "1", "dynamo", "", forgedRecord, "")
 	f.Add("false", "hf://org/repo", "1", "vllm", "", forgedRecord, "ceo")
 	cfg := config.New()
 	h := NewMutating(cfg, everyNamespace(false), NewMetrics(nil))
