@@ -119,7 +119,8 @@ func TestModelCacheVolume(t *testing.T) {
 				t.Errorf("init containers (-want +got):\n%s", diff)
 			}
 			wantEnv := []corev1.EnvVar{
-				{Name: EnvHFHubCache, Value: "/data/.cache/huggingface/hub"}, {Name: EnvHFHubOffline, Value: "1"},
+				{Name: EnvHFHubCache, Value: "/data/.cache/huggingface/hub"}, {Name: EnvHuggingFaceHubCache, Value: "/data/.cache/huggingface/hub"},
+				{Name: EnvHFHubOffline, Value: "1"},
 				{Name: "PORT", Value: "8080"},
 			}
 			if diff := cmp.Diff(wantEnv, spec.Containers[0].Env); diff != "" {

@@ -40,6 +40,7 @@ func freshSettings() annotations.Settings {
 var freshOwns = []string{
 	"containerPort/server/8000/http",
 	"env/server/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1",
+	"env/server/HUGGINGFACE_HUB_CACHE=/models/.cache/huggingface/hub",
 	"initContainer/model-loader",
 	"limits/server/nvidia.com/gpu=1", "nodeAffinity/Gt/nvidia.com/gpu.memory", "nodeAffinity/In/nvidia.com/gpu.product",
 	"readinessProbe/server", "requests/server/nvidia.com/gpu=1", "startupProbe/server",

@@ -21,18 +21,44 @@ const (
 	// EnvHFHubCache points huggingface_hub at the hub cache in the model
 	// volume: <model mount>/.cache/huggingface/hub (modeldir.HFCacheDir).
 	EnvHFHubCache = "HF_HUB_CACHE"
+	// EnvHuggingFaceHubCache is its older name, which Text Generation
+	// Inference reads and HF_HUB_CACHE does not replace there: its Python
+	// server takes huggingface_hub.constants.HUGGINGFACE_HUB_CACHE
+	// (server/text_generation_server/utils/hub.py) and its router reads
+	// the variable itself (router/src/server.rs), at v3.3.7.
+	EnvHuggingFaceHubCache = "HUGGINGFACE_HUB_CACHE"
 	// EnvHFHubOffline, "1", makes huggingface_hub resolve from that cache
 	// only.
 	EnvHFHubOffline = "HF_HUB_OFFLINE"
 )
 
 // hfEnv is the environment of the serving container of an hf:// model that
-// modelgate's loader fetches, in the order it is added.
+// modelgate's loader fetches, in the order it is added: the cache under
+// both its names, and offline mode.
 func hfEnv(m *annotations.ModelSettings) []corev1.EnvVar {
+	dir := path.Join(m.MountPath, modeldir.HFCacheDir)
 	return []corev1.EnvVar{
-		{Name: EnvHFHubCache, Value: path.Join(m.MountPath, modeldir.HFCacheDir)},
+		{Name: EnvHFHubCache, Value: dir},
+		{Name: EnvHuggingFaceHubCache, Value: dir},
 		{Name: EnvHFHubOffline, Value: "1"},
 	}
+}
+
+// cacheVariableNames are the two names of the hub cache's variable.
+var cacheVariableNames = []string{EnvHFHubCache, EnvHuggingFaceHubCache}
+
+// withoutUsersCache drops the cache variables from want when the container
+// sets either itself: the two names are one setting, and the user's is
+// kept whole (hubCacheWarning says when it is not where the loader writes).
+func withoutUsersCache(in *Input, c *corev1.Container, want []corev1.EnvVar) []corev1.EnvVar {
+	for _, name := range cacheVariableNames {
+		if i := envIndex(c.Env, name); i >= 0 && !in.Previous.Owned(envPart(c.Name, c.Env[i])) {
+			return slices.DeleteFunc(slices.Clone(want), func(v corev1.EnvVar) bool {
+				return slices.Contains(cacheVariableNames, v.Name)
+			})
+		}
+	}
+	return want
 }
 
 // envPart names a variable modelgate set on a container, with the value it

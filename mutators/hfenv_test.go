@@ -13,7 +13,9 @@ import (
 
 var (
 	hubCache = corev1.EnvVar{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub"}
-	offline  = corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"}
+	// hubCacheTGI is the cache's older name, which TGI reads.
+	hubCacheTGI = corev1.EnvVar{Name: "HUGGINGFACE_HUB_CACHE", Value: "/models/.cache/huggingface/hub"}
+	offline     = corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"}
 	userFoo  = corev1.EnvVar{Name: "FOO", Value: "bar"}
 	// fromSecret is a variable set from a Secret: its value is not known.
 	fromSecret = corev1.EnvVar{Name: "HF_HUB_CACHE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -58,16 +60,21 @@ func TestHFEnv(t *testing.T) {
 		wantOwns []string
 	}{
 		"hf model: both variables": {
-			model: hf, wantEnv: [][]corev1.EnvVar{{hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
+			model: hf, wantEnv: [][]corev1.EnvVar{{hubCache, hubCacheTGI, offline}}, wantOwns: envOwns(hubCache, offline, hubCacheTGI),
 		},
 		"ahead of the container's own variables": {
 			model: hf, before: withEnv(userFoo),
-			wantEnv: [][]corev1.EnvVar{{hubCache, offline, userFoo}}, wantOwns: envOwns(hubCache, offline),
+			wantEnv: [][]corev1.EnvVar{{hubCache, hubCacheTGI, offline, userFoo}}, wantOwns: envOwns(hubCache, offline, hubCacheTGI),
 		},
 		"the container's own HF_HUB_OFFLINE stays, whatever its value": {
 			model: hf, before: withEnv(userFoo, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "0"}),
-			wantEnv:  [][]corev1.EnvVar{{hubCache, userFoo, {Name: "HF_HUB_OFFLINE", Value: "0"}}},
-			wantOwns: envOwns(hubCache),
+			wantEnv:  [][]corev1.EnvVar{{hubCache, hubCacheTGI, userFoo, {Name: "HF_HUB_OFFLINE", Value: "0"}}},
+			wantOwns: envOwns(hubCache, hubCacheTGI),
+		},
+		"the container's own HUGGINGFACE_HUB_CACHE: neither name of the cache is added": {
+			model: hf, before: withEnv(corev1.EnvVar{Name: "HUGGINGFACE_HUB_CACHE", Value: "/data"}),
+			wantEnv:  [][]corev1.EnvVar{{offline, {Name: "HUGGINGFACE_HUB_CACHE", Value: "/data"}}},
+			wantOwns: envOwns(offline),
 		},
 		"the container's own HF_HUB_CACHE from a Secret stays": {
 			model: hf, before: withEnv(fromSecret),
@@ -75,20 +82,20 @@ func TestHFEnv(t *testing.T) {
 		},
 		"envFrom is opaque: the variables are added, envFrom stays": {
 			model: hf, before: func(s *corev1.PodSpec) { s.Containers[0].EnvFrom = configEnvFrom },
-			wantEnv: [][]corev1.EnvVar{{hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
+			wantEnv: [][]corev1.EnvVar{{hubCache, hubCacheTGI, offline}}, wantOwns: envOwns(hubCache, offline, hubCacheTGI),
 		},
 		"another mount path": {
 			model:    modelSettings(hfLlama, func(m *annotations.ModelSettings) { m.MountPath = "/mnt/weights" }),
-			wantEnv:  [][]corev1.EnvVar{{{Name: "HF_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, offline}},
-			wantOwns: []string{"env/server/HF_HUB_CACHE=/mnt/weights/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1"},
+			wantEnv:  [][]corev1.EnvVar{{{Name: "HF_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, {Name: "HUGGINGFACE_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, offline}},
+			wantOwns: []string{"env/server/HF_HUB_CACHE=/mnt/weights/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1", "env/server/HUGGINGFACE_HUB_CACHE=/mnt/weights/.cache/huggingface/hub"},
 		},
 		"a shared cache claim: the same path, the sub path is the mount's": {
 			model:   modelSettings(hfLlama, cachedIn(annotations.CachePVC, "model-cache")),
-			wantEnv: [][]corev1.EnvVar{{hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
+			wantEnv: [][]corev1.EnvVar{{hubCache, hubCacheTGI, offline}}, wantOwns: envOwns(hubCache, offline, hubCacheTGI),
 		},
 		"the serving container only": {
 			model: hf, twoContainers: true, container: 1, before: withEnv(userFoo),
-			wantEnv: [][]corev1.EnvVar{{userFoo}, {hubCache, offline}}, wantOwns: envOwns(hubCache, offline),
+			wantEnv: [][]corev1.EnvVar{{userFoo}, {hubCache, hubCacheTGI, offline}}, wantOwns: envOwns(hubCache, offline, hubCacheTGI),
 		},
 		"an s3 model: none": {
 			model: modelSettings(s3Llama), before: withEnv(userFoo), wantEnv: [][]corev1.EnvVar{{userFoo}},
@@ -110,19 +117,19 @@ func TestHFEnv(t *testing.T) {
 		"hf, then another mount path: HF_HUB_CACHE follows": {
 			earlier: hf, model: modelSettings(hfLlama, func(m *annotations.ModelSettings) { m.MountPath = "/mnt/weights" }),
 			before:   withEnv(userFoo),
-			wantEnv:  [][]corev1.EnvVar{{{Name: "HF_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, offline, userFoo}},
-			wantOwns: []string{"env/server/HF_HUB_CACHE=/mnt/weights/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1"},
+			wantEnv:  [][]corev1.EnvVar{{{Name: "HF_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, {Name: "HUGGINGFACE_HUB_CACHE", Value: "/mnt/weights/.cache/huggingface/hub"}, offline, userFoo}},
+			wantOwns: []string{"env/server/HF_HUB_CACHE=/mnt/weights/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1", "env/server/HUGGINGFACE_HUB_CACHE=/mnt/weights/.cache/huggingface/hub"},
 		},
 		"hf, then another serving container: the variables move": {
 			earlier: hf, model: hf, twoContainers: true, earlierContainer: 1, container: 0,
-			wantEnv:  [][]corev1.EnvVar{{hubCache, offline}, nil},
-			wantOwns: []string{"env/proxy/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/proxy/HF_HUB_OFFLINE=1"},
+			wantEnv:  [][]corev1.EnvVar{{hubCache, hubCacheTGI, offline}, nil},
+			wantOwns: []string{"env/proxy/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/proxy/HF_HUB_OFFLINE=1", "env/proxy/HUGGINGFACE_HUB_CACHE=/models/.cache/huggingface/hub"},
 		},
 		"a value the user changed after injection is theirs": {
 			earlier: hf, model: hf,
-			edit:     func(s *corev1.PodSpec) { s.Containers[0].Env[1].Value = "0" },
-			wantEnv:  [][]corev1.EnvVar{{hubCache, {Name: "HF_HUB_OFFLINE", Value: "0"}}},
-			wantOwns: envOwns(hubCache),
+			edit:     func(s *corev1.PodSpec) { s.Containers[0].Env[2].Value = "0" },
+			wantEnv:  [][]corev1.EnvVar{{hubCache, hubCacheTGI, {Name: "HF_HUB_OFFLINE", Value: "0"}}},
+			wantOwns: envOwns(hubCache, hubCacheTGI),
 		},
 		"a value the user changed stays when the model goes": {
 			earlier: hf, model: modelSettings(s3Llama),

@@ -65,7 +65,8 @@ func TestImageVolumeHubModel(t *testing.T) {
 				t.Errorf("image volume (-want +got):\n%s", diff)
 			}
 			c := spec.Containers[0]
-			if diff := cmp.Diff([]corev1.EnvVar{{Name: EnvHFHubCache, Value: "/models/.cache/huggingface/hub"}, {Name: EnvHFHubOffline, Value: "1"}}, c.Env); diff != "" {
+			if diff := cmp.Diff([]corev1.EnvVar{{Name: EnvHFHubCache, Value: "/models/.cache/huggingface/hub"},
+				{Name: EnvHuggingFaceHubCache, Value: "/models/.cache/huggingface/hub"}, {Name: EnvHFHubOffline, Value: "1"}}, c.Env); diff != "" {
 				t.Errorf("serving env (-want +got):\n%s", diff)
 			}
 			if _, ok := c.Resources.Requests[corev1.ResourceEphemeralStorage]; ok {

@@ -131,7 +131,7 @@ func (ModelLoader) Mutate(t *Target, in *Input) (bool, error) {
 	// An image `modelgate pack` made of a Hub model is laid out as the
 	// loader lays out the Hub's cache.
 	if (loads && (idx < 0 || ours) || img != nil) && m.URI.Scheme == annotations.SchemeHF {
-		env = hfEnv(m)
+		env = withoutUsersCache(in, c, hfEnv(m))
 	}
 	changed = setEnv(t, in, c, env) || changed
 

@@ -156,6 +156,7 @@ var (
 	owned   = []string{"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store"}
 	hfOwned = []string{
 		"env/server/HF_HUB_CACHE=/models/.cache/huggingface/hub", "env/server/HF_HUB_OFFLINE=1",
+		"env/server/HUGGINGFACE_HUB_CACHE=/models/.cache/huggingface/hub",
 		"initContainer/model-loader", "volume/model-store", "volumeMount/server/model-store",
 	}
 	volumeOnly  = []string{"volume/model-store", "volumeMount/server/model-store"}
@@ -171,6 +172,7 @@ func hfInjected(loader *corev1.Container, v corev1.Volume) func(*corev1.PodSpec)
 		c := &s.Containers[0]
 		c.Env = append([]corev1.EnvVar{
 			{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
+			{Name: "HUGGINGFACE_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
 			{Name: "HF_HUB_OFFLINE", Value: "1"},
 		}, c.Env...)
 	}

@@ -180,11 +180,12 @@ func profileGPUWarning(c *corev1.Container, in *Input) string {
 }
 
 // hubCacheWarning warns when the serving container of an hf:// model that
-// modelgate's loader fetches sets HF_HUB_CACHE itself (modelgate never
-// overrides it) to a directory other than the hub cache the loader lays
-// out: with HF_HUB_OFFLINE, an engine given the repository id would not
-// find the model. Whether the loader is modelgate's is what the pass that
-// just ran owns (Target.Own). Empty otherwise.
+// modelgate's loader fetches sets HF_HUB_CACHE or HUGGINGFACE_HUB_CACHE
+// itself (modelgate never overrides them) to a directory other than the
+// hub cache the loader lays out: with HF_HUB_OFFLINE, an engine given the
+// repository id would not find the model. Whether the loader is
+// modelgate's is what the pass that just ran owns (Target.Own). Empty
+// otherwise.
 func hubCacheWarning(t *Target, c *corev1.Container, m *annotations.ModelSettings, o *Options) string {
 	if m.URI.Scheme != annotations.SchemeHF || o == nil {
 		return ""
@@ -196,18 +197,21 @@ func hubCacheWarning(t *Target, c *corev1.Container, m *annotations.ModelSetting
 		return "" // a loader of the user's own lays out what it likes
 	}
 	want := hfEnv(m)[0].Value
-	i := envIndex(c.Env, EnvHFHubCache)
-	if i < 0 || c.Env[i].ValueFrom != nil {
-		return ""
-	}
 	vars := plainEnv(c.Env)
-	got, ok := expand(c.Env[i].Value, vars)
-	if !ok || path.Clean(got) == want {
-		return ""
+	for _, name := range cacheVariableNames {
+		i := envIndex(c.Env, name)
+		if i < 0 || c.Env[i].ValueFrom != nil || slices.Contains(t.owns, envPart(c.Name, c.Env[i])) {
+			continue
+		}
+		got, ok := expand(c.Env[i].Value, vars)
+		if !ok || path.Clean(got) == want {
+			continue
+		}
+		return fmt.Sprintf("container %q sets %s=%s itself, but modelgate's loader lays the Hugging Face cache out at %s: "+
+			"an engine given the repository id would not find the model there; remove the variable or set it to %s",
+			c.Name, name, got, want, want)
 	}
-	return fmt.Sprintf("container %q sets %s=%s itself, but modelgate's loader lays the Hugging Face cache out at %s: "+
-		"an engine given the repository id would not find the model there; remove the variable or set it to %s",
-		c.Name, EnvHFHubCache, got, want, want)
+	return ""
 }
 
 // loopbackWarning warns when the serving container starts SGLang without
