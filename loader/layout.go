@@ -5,8 +5,8 @@ import "github.com/modelgate/modelgate/internal/modeldir"
 // Names Load keeps for itself in the destination directory.
 const (
 	// StateDir holds the manifest, the lock, checkpoints and partial
-	// files.
-	StateDir = ".modelgate"
+	// files (modeldir.StateDir).
+	StateDir = modeldir.StateDir
 	// ManifestFile, in StateDir, is written last: its presence says the
 	// model is complete and verified.
 	ManifestFile = "manifest.json"

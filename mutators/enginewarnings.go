@@ -2,12 +2,14 @@ package mutators
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/modelgate/modelgate/api/annotations"
+	"github.com/modelgate/modelgate/internal/modeldir"
 )
 
 // This file holds the warnings about how a serving container starts its
@@ -171,4 +173,30 @@ func engineTokenWarning(t *Target, c *corev1.Container, m *annotations.ModelSett
 	return fmt.Sprintf("container %q gives its engine %s (%s), but modelgate's loader downloads %s in its place with no "+
 		"credentials (the engine runs offline): a gated or private model would fail to load; set %s to the Secret that "+
 		"holds the token", c.Name, c.Env[i].Name, from, clip(m.URI.Raw), annotations.ModelCredentials)
+}
+
+// tritonRepositoryWarning warns when Triton is given, as its model
+// repository, the directory modelgate's loader fills: Triton takes every
+// directory there for a model, hidden ones too (LocalFileSystem::
+// GetDirectoryContents in triton-inference-server/core skips only . and
+// ..), so the loader's state directory is a model without a version,
+// which fails to load, and Triton exits. Empty otherwise.
+func tritonRepositoryWarning(t *Target, c *corev1.Container, m *annotations.ModelSettings, in *Input) string {
+	if servedEngine(c, in.Settings.Serving.Engine) != annotations.EngineTriton || in.Options == nil ||
+		!needsLoader(m, in.Options.Loader) || !slices.Contains(t.owns, ownLoader) {
+		return ""
+	}
+	for _, r := range ModelReferences(c.Command, c.Args, c.Env) {
+		if r.Source != "--model-repository" && r.Source != "--model-store" {
+			continue
+		}
+		if p := path.Clean(r.Value); p == m.MountPath {
+			return fmt.Sprintf("container %q gives Triton %s as %s, where modelgate's loader keeps its state (%s) beside "+
+				"the model: Triton loads every directory there as a model, fails on that one and exits; mount the model as an "+
+				"image volume (an oci:// model packed by `modelgate pack`, %s: %s) or use a pvc:// model, which carry no "+
+				"loader state", c.Name, p, r.Source, path.Join(m.MountPath, modeldir.StateDir),
+				annotations.ModelMount, annotations.DeliveryImageVolume)
+		}
+	}
+	return ""
 }

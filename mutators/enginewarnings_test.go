@@ -253,3 +253,45 @@ func TestDynamoWorkerUnderItsBackendsEngine(t *testing.T) {
 		t.Errorf("warnings %q, want among them %q", got, w)
 	}
 }
+
+// Triton given the directory modelgate's loader fills as its model
+// repository would take the loader's state for a model.
+func TestTritonRepositoryWarning(t *testing.T) {
+	const want = `container "server" gives Triton /models as --model-repository, where modelgate's loader keeps its state ` +
+		`(/models/.modelgate) beside the model: Triton loads every directory there as a model, fails on that one and exits; ` +
+		`mount the model as an image volume (an oci:// model packed by ` + "`modelgate pack`" + `, modelgate.io/model-mount: ` +
+		`image-volume) or use a pvc:// model, which carry no loader state`
+	cases := map[string]struct {
+		model string
+		args  []string
+		want  string
+	}{
+		"the loader's directory":           {model: s3Llama, args: []string{"--model-repository=/models/"}, want: want},
+		"a directory below it":             {model: s3Llama, args: []string{"--model-repository", "/models/repository"}},
+		"a claim mounted as it is":         {model: "pvc://models/triton", args: []string{"--model-repository", "/models"}},
+		"an image volume, without a state": {model: "oci://ghcr.io/org/triton@" + ociDigest, args: []string{"--model-store=/models"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tg := newTarget("Pod", builders.Options{})
+			c := &tg.PodSpec.Containers[0]
+			c.Command, c.Args = []string{"tritonserver"}, tc.args
+			m := modelSettings(tc.model)
+			opts := testOptions()
+			opts.Loader.ImageVolumes.All = true
+			in := &Input{Settings: explicit(annotations.Settings{Model: m, Serving: serving(annotations.EngineTriton)}), Options: opts}
+			if _, err := (Chain{ModelLoader{}}).Apply(tg, in); err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			got := ""
+			for _, w := range Warnings(tg, in) {
+				if strings.Contains(w, "gives Triton") {
+					got = w
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("warning (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

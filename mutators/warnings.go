@@ -99,6 +99,9 @@ func Warnings(t *Target, in *Input) []string {
 	if w := engineTokenWarning(t, c, m, in.Options); w != "" {
 		out = append(out, w)
 	}
+	if w := tritonRepositoryWarning(t, c, m, in); w != "" {
+		out = append(out, w)
+	}
 	if w := cacheVolumeOwnerWarning(t.PodSpec, m, in.Options); w != "" {
 		out = append(out, w)
 	}

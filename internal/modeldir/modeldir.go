@@ -9,3 +9,9 @@ package modeldir
 // ~/.cache/huggingface/hub, so HF_HOME=<dir>/.cache/huggingface finds it
 // too.
 const HFCacheDir = ".cache/huggingface/hub"
+
+// StateDir is where the loader keeps its own state in a model directory
+// (its manifest, lock, checkpoints and partial files), beside the model:
+// an engine that takes every directory of the model's for something of
+// its own (Triton's model repository) sees it.
+const StateDir = ".modelgate"
