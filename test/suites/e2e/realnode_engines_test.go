@@ -230,11 +230,6 @@ var _ = Describe("On the real node, the engines of today", func() {
 // what modelgate gives it, does not serve the model, and why: their specs
 // are pending until modelgate gives each what its engine reads.
 var presetsNotServing = map[servingv1.EngineName]string{
-	// TGI's shards look for weights in HUGGINGFACE_HUB_CACHE, else
-	// $HF_HOME/hub (/data/hub in its image), never in HF_HUB_CACHE, the
-	// one variable modelgate sets (server/text_generation_server/utils/hub.py
-	// at v3.3.7: from huggingface_hub.constants import HUGGINGFACE_HUB_CACHE).
-	servingv1.EngineTGI: "tgi-hub-cache",
 	// Triton takes every directory of its repository for a model, hidden
 	// ones too (LocalFileSystem::GetDirectoryContents skips only . and ..):
 	// the loader's .modelgate there has no version, so Triton fails to
