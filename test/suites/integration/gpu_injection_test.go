@@ -69,9 +69,11 @@ func expectVLLMInjection(spec *corev1.PodSpec, model string) {
 	Expect(server.Resources.Requests).To(HaveKeyWithValue(corev1.ResourceName("nvidia.com/gpu"), resource.MustParse("1")))
 	Expect(server.EnvFrom).To(BeEmpty(), "credentials never reach the serving container")
 	if strings.HasPrefix(model, "hf://") {
-		// The engine reads the loader's Hugging Face cache, offline.
+		// The engine reads the loader's Hugging Face cache, offline, under
+		// either name of its variable (TGI reads the older one).
 		Expect(server.Env).To(ConsistOf(
 			corev1.EnvVar{Name: "HF_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
+			corev1.EnvVar{Name: "HUGGINGFACE_HUB_CACHE", Value: "/models/.cache/huggingface/hub"},
 			corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"}))
 	} else {
 		Expect(server.Env).To(BeEmpty(), "loader settings never reach the serving container")
