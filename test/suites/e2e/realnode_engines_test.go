@@ -35,11 +35,7 @@ import (
 // engine under the images' own names, entrypoints and variables.
 var _ = Describe("On the real node, the engines of today", func() {
 	for _, engine := range slices.Sorted(maps.Keys(aiinference.DefaultEngines)) {
-		var pending []any
-		if why, ok := presetsNotServing[engine]; ok {
-			pending = append(pending, Pending, Label(why))
-		}
-		It("an AIInference of the "+string(engine)+" preset becomes Ready, its engine serving the model", append(pending, func(ctx SpecContext) {
+		It("an AIInference of the "+string(engine)+" preset becomes Ready, its engine serving the model", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "real-preset")
 			routeToRealNode(ctx, ns)
 			ai := developerClient()
@@ -57,14 +53,15 @@ var _ = Describe("On the real node, the engines of today", func() {
 			served, path := tinyLLM, "/v1/models"
 			if engine == servingv1.EngineTriton {
 				// Triton reads a model repository: a folder per model,
-				// each with a numbered version.
-				st := startS3()
-				st.release()
-				st.put("models/triton/tiny/config.pbtxt", []byte(`backend: "onnxruntime"`))
-				st.put("models/triton/tiny/1/model.onnx", generated(11, 1<<20))
-				credentials(ctx, ns, "store", map[string]string{"AWS_ACCESS_KEY_ID": s3KeyID, "AWS_SECRET_ACCESS_KEY": s3Secret,
-					"AWS_ENDPOINT_URL_S3": st.srv.URL, "AWS_REGION": "us-east-1"})
-				inf.Spec.Model = servingv1.ModelSpec{URI: "s3://" + s3Bucket + "/models/triton", CredentialsSecretRef: &servingv1.SecretReference{Name: "store"}}
+				// each with a numbered version. It takes every folder
+				// there for a model, so its repository reaches it as a
+				// claim, mounted as it is (the loader's .modelgate beside
+				// a loaded model would be one: docs/engines.md).
+				dir := localClaim(ctx, ns, "triton-repository", "default")
+				Expect(os.MkdirAll(filepath.Join(dir, "tiny", "1"), 0o755)).To(Succeed())
+				Expect(os.WriteFile(filepath.Join(dir, "tiny", "config.pbtxt"), []byte(`backend: "onnxruntime"`), 0o644)).To(Succeed())
+				Expect(os.WriteFile(filepath.Join(dir, "tiny", "1", "model.onnx"), generated(11, 1<<20), 0o644)).To(Succeed())
+				inf.Spec.Model = servingv1.ModelSpec{URI: "pvc://triton-repository"}
 				served, path = "tiny", "/v2/models/tiny/ready"
 			} else {
 				hub, commit := startHub("hf_presetToken")
@@ -94,7 +91,7 @@ var _ = Describe("On the real node, the engines of today", func() {
 			if engine != servingv1.EngineTriton {
 				Expect(body).To(ContainSubstring(`"id":"` + served + `"`))
 			}
-		}, SpecTimeout(5*time.Minute))...)
+		}, SpecTimeout(5*time.Minute))
 	}
 
 	It("Dynamo: a frontend and a vLLM worker as two Deployments, finding each other through a directory of the node: the frontend Ready once its discovery is done, the worker once its model is loaded and registered, each on the port modelgate probes", func(ctx SpecContext) {
@@ -225,17 +222,6 @@ var _ = Describe("On the real node, the engines of today", func() {
 		Expect(podLogs(ctx, &pod, "routing-proxy")).To(ContainSubstring("proxy: GET /v1/models 200"))
 	}, SpecTimeout(5*time.Minute))
 })
-
-// presetsNotServing are the presets whose engine, as its release reads
-// what modelgate gives it, does not serve the model, and why: their specs
-// are pending until modelgate gives each what its engine reads.
-var presetsNotServing = map[servingv1.EngineName]string{
-	// Triton takes every directory of its repository for a model, hidden
-	// ones too (LocalFileSystem::GetDirectoryContents skips only . and ..):
-	// the loader's .modelgate there has no version, so Triton fails to
-	// load all models and exits.
-	servingv1.EngineTriton: "triton-loader-state-in-repository",
-}
 
 // developerClient is the developer's client with modelgate's types.
 func developerClient() client.Client {
