@@ -158,8 +158,10 @@ var errNoEndpoint = errors.New("no serving port or health path")
 //
 //  1. modelgate.io/port on the object itself;
 //  2. the engine's own port setting in the container: its flag on the
-//     engine's command line (--port; Triton's --http-port), else its
-//     variable (Text Generation Inference's PORT);
+//     engine's command line (--port; Triton's and Dynamo's frontend's
+//     --http-port), else its variable (Text Generation Inference's PORT,
+//     Dynamo's frontend's DYN_HTTP_PORT); for a Dynamo worker, its status
+//     server's DYN_SYSTEM_PORT and nothing below;
 //  3. the serving port the container declares (see declaredServingPort);
 //  4. modelgate.io/port from the object's profile;
 //  5. the engine preset's port.
