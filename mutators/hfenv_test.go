@@ -16,7 +16,7 @@ var (
 	// hubCacheTGI is the cache's older name, which TGI reads.
 	hubCacheTGI = corev1.EnvVar{Name: "HUGGINGFACE_HUB_CACHE", Value: "/models/.cache/huggingface/hub"}
 	offline     = corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"}
-	userFoo  = corev1.EnvVar{Name: "FOO", Value: "bar"}
+	userFoo     = corev1.EnvVar{Name: "FOO", Value: "bar"}
 	// fromSecret is a variable set from a Secret: its value is not known.
 	fromSecret = corev1.EnvVar{Name: "HF_HUB_CACHE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "hub"}, Key: "cache"}}}
