@@ -137,12 +137,21 @@ func component(c *corev1.Container, engine annotations.EngineName) (engineTraits
 // API on vLLM's or SGLang's port, and probes there would never pass),
 // else the annotation's.
 func servedEngine(c *corev1.Container, engine annotations.EngineName) annotations.EngineName {
-	if engine == annotations.EngineVLLM || engine == annotations.EngineSGLang {
-		if engineStart(commandLine(c), engines[annotations.EngineDynamo]) >= 0 {
-			return annotations.EngineDynamo
-		}
+	if engine != annotations.EngineVLLM && engine != annotations.EngineSGLang || !mentions(c, "dynamo.") {
+		return engine // the command line cannot start Dynamo: not split
+	}
+	if engineStart(commandLine(c), engines[annotations.EngineDynamo]) >= 0 {
+		return annotations.EngineDynamo
 	}
 	return engine
+}
+
+// mentions reports whether the container's command, args or plain env
+// values hold s: a cheap test before splitting its command line.
+func mentions(c *corev1.Container, s string) bool {
+	has := func(v string) bool { return strings.Contains(v, s) }
+	return slices.ContainsFunc(c.Command, has) || slices.ContainsFunc(c.Args, has) ||
+		slices.ContainsFunc(c.Env, func(v corev1.EnvVar) bool { return has(v.Value) })
 }
 
 // isDynamoWorker reports whether the container starts a Dynamo worker.

@@ -23,7 +23,7 @@ import (
 // says `vllm serve` is judged; python -m vllm.entrypoints.openai.api_server
 // takes --model as it always did. Empty otherwise.
 func deprecatedModelFlagWarning(c *corev1.Container, in *Input) string {
-	if in.Settings.Serving.Engine != annotations.EngineVLLM {
+	if in.Settings.Serving.Engine != annotations.EngineVLLM || !mentions(c, "--model") {
 		return ""
 	}
 	words := commandLine(c)
