@@ -138,6 +138,11 @@ func (v *AIInferenceValidator) validate(ctx context.Context, old, obj *servingv1
 	logDecision(ctx, req, decision)
 	warnings, outcome, err := policyVerdict(decision)
 	v.Metrics.review(validators.AIInferenceKind, op, outcome)
+	if err == nil {
+		for _, a := range validators.AIInferenceAdvice(obj) {
+			warnings = append(warnings, tagged(warningSource, a))
+		}
+	}
 	return warnings, err
 }
 

@@ -53,6 +53,24 @@ var _ = Describe("AIInference in three versions", Ordered, func() {
 
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 
+	It("warns that the triton preset cannot serve a model modelgate's loader fetches, and not for a claim", func() {
+		triton := func(name, uri string) *servingv1.AIInference {
+			return &servingv1.AIInference{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: servingv1.AIInferenceSpec{
+					Model:  servingv1.ModelSpec{URI: uri},
+					Engine: servingv1.EngineSpec{Name: servingv1.EngineTriton},
+				},
+			}
+		}
+		warn.Take()
+		Expect(c.Create(ctx, triton("triton-s3", "s3://models/triton"), client.DryRunAll)).To(Succeed())
+		Expect(warn.Take()).To(ContainElement(And(HavePrefix("[modelgate] spec.engine.name triton:"),
+			ContainSubstring("loader keeps its state (.modelgate) beside the model"), ContainSubstring("pvc://<claim>"))))
+		Expect(c.Create(ctx, triton("triton-claim", "pvc://triton-repository"), client.DryRunAll)).To(Succeed())
+		Expect(warn.Take()).NotTo(ContainElement(ContainSubstring("spec.engine.name triton")))
+	})
+
 	It("creates a v1alpha1 object, defaults it and reads it as v1 and v1beta1", func() {
 		alpha := &servingv1alpha1.AIInference{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama-alpha"},
