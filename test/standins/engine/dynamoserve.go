@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -108,9 +106,8 @@ func (f *frontend) modelReady(w http.ResponseWriter, r *http.Request) {
 // runFrontend runs python -m dynamo.frontend: it listens, then (after
 // ENGINE_LOAD_DELAY) reads the discovery backend, and again every rescan.
 func runFrontend(ctx context.Context, l launch, p proc) int {
-	delay, err := loadDelay(p.env)
-	if err != nil {
-		fmt.Fprintf(p.stderr, "engine: %v\n", err)
+	delay, ok := startDelay(p)
+	if !ok {
 		return 2
 	}
 	reg, err := newRegistry(l.Discovery, p.env)
@@ -119,9 +116,8 @@ func runFrontend(ctx context.Context, l launch, p proc) int {
 		return 1
 	}
 	f := &frontend{}
-	srv, err := listen(l.Engine, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)), f.routes(), p)
-	if err != nil {
-		fail(p, l, err)
+	srv := listenAt(l, l.Host, l.Port, f.routes(), p)
+	if srv == nil {
 		return 1
 	}
 	defer srv.shutdown(p)
@@ -175,9 +171,8 @@ func (s *workerStatus) routes() http.Handler {
 // on DYN_SYSTEM_PORT when that is a port, then the model read as the
 // engine reads it, then the worker registered.
 func runWorker(ctx context.Context, l launch, p proc) int {
-	delay, err := loadDelay(p.env)
-	if err != nil {
-		fmt.Fprintf(p.stderr, "engine: %v\n", err)
+	delay, ok := startDelay(p)
+	if !ok {
 		return 2
 	}
 	reg, err := newRegistry(l.Discovery, p.env)
@@ -188,9 +183,8 @@ func runWorker(ctx context.Context, l launch, p proc) int {
 	status := &workerStatus{}
 	served := make(chan error) // never, without a status server
 	if l.Port >= 0 {
-		srv, err := listen(l.Engine, net.JoinHostPort("", strconv.Itoa(l.Port)), status.routes(), p)
-		if err != nil {
-			fail(p, l, err)
+		srv := listenAt(l, "", l.Port, status.routes(), p)
+		if srv == nil {
 			return 1
 		}
 		defer srv.shutdown(p)

@@ -21,15 +21,13 @@ const defaultTerminationLog = "/dev/termination-log"
 // probes see 503 while the model loads, then reads the model. It exits 1
 // if the model cannot be read, and 0 when stopped (SIGTERM).
 func runEngine(ctx context.Context, l launch, p proc) int {
-	delay, err := loadDelay(p.env)
-	if err != nil {
-		fmt.Fprintf(p.stderr, "engine: %v\n", err)
+	delay, ok := startDelay(p)
+	if !ok {
 		return 2
 	}
 	s := &server{launch: l}
-	srv, err := listen(l.Engine, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)), s.routes(), p)
-	if err != nil {
-		fail(p, l, err)
+	srv := listenAt(l, l.Host, l.Port, s.routes(), p)
+	if srv == nil {
 		return 1
 	}
 	defer srv.shutdown(p)
@@ -109,6 +107,29 @@ func (l *listening) shutdown(p proc) {
 	if err := l.hs.Shutdown(ctx); err != nil {
 		fmt.Fprintf(p.stderr, "engine: shutting down: %v\n", err)
 	}
+}
+
+// startDelay is loadDelay for a program starting: false, after saying
+// why, when ENGINE_LOAD_DELAY is malformed (the program then exits 2).
+func startDelay(p proc) (time.Duration, bool) {
+	d, err := loadDelay(p.env)
+	if err != nil {
+		fmt.Fprintf(p.stderr, "engine: %v\n", err)
+		return 0, false
+	}
+	return d, true
+}
+
+// listenAt serves h on host:port for the engine l, as listen does; nil,
+// after failing as the engine would (the program then exits 1), when it
+// cannot listen.
+func listenAt(l launch, host string, port int, h http.Handler, p proc) *listening {
+	srv, err := listen(l.Engine, net.JoinHostPort(host, strconv.Itoa(port)), h, p)
+	if err != nil {
+		fail(p, l, err)
+		return nil
+	}
+	return srv
 }
 
 // loadDelay is ENGINE_LOAD_DELAY, a wait before reading the model for

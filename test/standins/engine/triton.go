@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -122,15 +121,13 @@ func tritonStatus(ready bool) int {
 // repositories; if one fails, it exits 1 as Triton does with its default
 // --exit-on-error.
 func runTriton(ctx context.Context, l launch, p proc) int {
-	delay, err := loadDelay(p.env)
-	if err != nil {
-		fmt.Fprintf(p.stderr, "engine: %v\n", err)
+	delay, ok := startDelay(p)
+	if !ok {
 		return 2
 	}
 	s := &tritonServer{}
-	srv, err := listen(l.Engine, net.JoinHostPort(l.Host, strconv.Itoa(l.Port)), s.routes(), p)
-	if err != nil {
-		fail(p, l, err)
+	srv := listenAt(l, l.Host, l.Port, s.routes(), p)
+	if srv == nil {
 		return 1
 	}
 	defer srv.shutdown(p)
