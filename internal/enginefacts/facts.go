@@ -59,18 +59,6 @@ type Image struct {
 	VariantsSource string            `json:"variantsSource,omitempty"`
 }
 
-// Repository is the image's repository without registry and tag.
-func (i Image) Repository() string {
-	ref := i.Ref
-	if j := strings.LastIndexByte(ref, ':'); j > strings.LastIndexByte(ref, '/') {
-		ref = ref[:j]
-	}
-	if first, rest, ok := strings.Cut(ref, "/"); ok && strings.ContainsAny(first, ".:") {
-		return rest
-	}
-	return ref
-}
-
 // Tag is the image's tag.
 func (i Image) Tag() string {
 	if j := strings.LastIndexByte(i.Ref, ':'); j > strings.LastIndexByte(i.Ref, '/') {

@@ -65,7 +65,11 @@ func EngineRepositories() (map[string]EngineImage, error) {
 			if len(img.Entrypoint) == 0 {
 				img.Entrypoint = nil
 			}
-			repo := i.Repository()
+			t, err := name.NewTag(i.Ref)
+			if err != nil {
+				return nil, fmt.Errorf("engine %s: image %q: want a tagged reference: %w", e.Name, i.Ref, err)
+			}
+			repo := t.RepositoryStr()
 			if seen, ok := out[repo]; ok && !reflect.DeepEqual(seen, img) {
 				return nil, fmt.Errorf("engine %s: image %s: its repository %s has another entrypoint or environment in the table", e.Name, i.Ref, repo)
 			}
