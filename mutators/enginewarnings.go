@@ -84,9 +84,9 @@ func streams(c *corev1.Container, engine annotations.EngineName, r ModelReferenc
 	if !slices.ContainsFunc(objectStoreSchemes, func(p string) bool { return strings.HasPrefix(r.Value, p) }) {
 		return "", false
 	}
-	formats, known := streamingLoadFormats[engine]
-	e, traits := engines[engine]
-	if !known || !traits {
+	formats, streaming := streamingLoadFormats[engine]
+	e, recognised := engines[engine]
+	if !streaming || !recognised {
 		return "", false
 	}
 	format, given := flagValue(engineArgsOrAll(c, e), []string{"--load-format"})

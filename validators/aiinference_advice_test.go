@@ -28,7 +28,11 @@ func TestAIInferenceAdvice(t *testing.T) {
 				Model:  servingv1.ModelSpec{URI: tc.uri},
 				Engine: servingv1.EngineSpec{Name: tc.engine, Args: tc.args},
 			}}
-			got := AIInferenceAdvice(obj)
+			s, errs := AIInferenceSettings(&obj.Spec)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			got := AIInferenceAdvice(obj, s)
 			switch {
 			case tc.want == "" && len(got) > 0:
 				t.Errorf("advice %q, want none", got)

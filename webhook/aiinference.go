@@ -139,7 +139,7 @@ func (v *AIInferenceValidator) validate(ctx context.Context, old, obj *servingv1
 	warnings, outcome, err := policyVerdict(decision)
 	v.Metrics.review(validators.AIInferenceKind, op, outcome)
 	if err == nil {
-		for _, a := range validators.AIInferenceAdvice(obj) {
+		for _, a := range validators.AIInferenceAdvice(obj, settings) {
 			warnings = append(warnings, tagged(warningSource, a))
 		}
 	}
