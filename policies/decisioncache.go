@@ -43,6 +43,8 @@ type DecisionCache struct {
 	bytes int64
 
 	hits, misses, evictions atomic.Uint64
+	// recalled counts the hits Engine.Recall found by a review's bytes.
+	recalled atomic.Uint64
 }
 
 // cacheEntry is one decision and its estimated size, or the mark that the
@@ -59,11 +61,12 @@ func NewDecisionCache(maxBytes int64) *DecisionCache {
 	return &DecisionCache{max: maxBytes, lru: list.New(), byKey: map[[sha256.Size]byte]*list.Element{}}
 }
 
-// CacheStats are a DecisionCache's counters and size.
+// CacheStats are a DecisionCache's counters and size. Recalled counts
+// the Hits found from a review's bytes, before decoding (Engine.Recall).
 type CacheStats struct {
-	Hits, Misses, Evictions uint64
-	Entries                 int
-	Bytes, MaxBytes         int64
+	Hits, Misses, Evictions, Recalled uint64
+	Entries                           int
+	Bytes, MaxBytes                   int64
 }
 
 // Stats returns the counters and the current size.
@@ -71,28 +74,39 @@ func (c *DecisionCache) Stats() CacheStats {
 	c.mu.Lock()
 	n, b := c.lru.Len(), c.bytes
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Entries: n, Bytes: b, MaxBytes: c.max}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(), Recalled: c.recalled.Load(),
+		Entries: n, Bytes: b, MaxBytes: c.max}
 }
 
-// get returns a copy of the decision cached for k under set: the one
-// cached under k.base, or, when the decisions of k.base read a guarded
-// key, the one under k.full.
-func (c *DecisionCache) get(set *Set, k cacheKey) (Decision, bool) {
+// get returns a copy of the decision cached for k under set, counting a
+// hit or a miss (find).
+func (c *DecisionCache) get(set *Set, k cacheKey) (d Decision, readsGuarded, ok bool) {
+	if d, readsGuarded, ok = c.find(set, k); ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	return d, readsGuarded, ok
+}
+
+// find returns a copy of the decision cached for k under set, counting
+// nothing: the one cached under k.base, or, when the decisions of k.base
+// read a guarded key (readsGuarded), the one under k.full.
+func (c *DecisionCache) find(set *Set, k cacheKey) (Decision, bool, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.set != set {
 		c.reset(set)
 	}
 	e := c.lookup(k.base)
-	if e != nil && e.readsGuarded {
+	readsGuarded := e != nil && e.readsGuarded
+	if readsGuarded {
 		e = c.lookup(k.full)
 	}
 	if e == nil {
-		c.misses.Add(1)
-		return Decision{}, false
+		return Decision{}, false, false
 	}
-	c.hits.Add(1)
-	return e.d.clone(), true
+	return e.d.clone(), readsGuarded, true
 }
 
 // lookup returns the entry of key, most recently used now; nil when there
@@ -106,11 +120,13 @@ func (c *DecisionCache) lookup(key [sha256.Size]byte) *cacheEntry {
 	return el.Value.(*cacheEntry)
 }
 
-// put caches a copy of d for k under set: under k.base when its
-// evaluation read no guarded key, else under k.full, with k.base marked as
-// reading them. The least recently used entries beyond the bound go; a
-// decision larger than the bound is not kept.
-func (c *DecisionCache) put(set *Set, k cacheKey, d Decision, readGuarded bool) {
+// put caches a copy of d under set for each of keys (a review's view key
+// and its raw key share one copy; each entry counts its whole size, so the
+// bound holds whichever goes first): under k.base when its evaluation read
+// no guarded key, else under k.full, with k.base marked as reading them.
+// The least recently used entries beyond the bound go; a decision larger
+// than the bound is not kept.
+func (c *DecisionCache) put(set *Set, d Decision, readGuarded bool, keys ...cacheKey) {
 	size := decisionSize(d)
 	if size > c.max {
 		return
@@ -121,6 +137,13 @@ func (c *DecisionCache) put(set *Set, k cacheKey, d Decision, readGuarded bool) 
 	if c.set != set {
 		c.reset(set)
 	}
+	for _, k := range keys {
+		c.putLocked(k, d, size, readGuarded)
+	}
+}
+
+// putLocked caches d under k. The caller holds mu.
+func (c *DecisionCache) putLocked(k cacheKey, d Decision, size int64, readGuarded bool) {
 	// By determinism every review of a base key reads a guarded key or
 	// none does; should two ever disagree, the base becomes a mark, so
 	// that no decision made with a name is given for another name.

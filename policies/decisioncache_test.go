@@ -356,16 +356,16 @@ func TestDecisionCacheBaseDisagreement(t *testing.T) {
 	}
 	a := cacheKey{base: [32]byte{1}, full: [32]byte{2}}
 	b := cacheKey{base: a.base, full: [32]byte{3}}
-	c.put(set, a, d("no name read"), false)
-	c.put(set, b, d("name b read"), true)
-	if got, ok := c.get(set, a); ok {
+	c.put(set, d("no name read"), false, a)
+	c.put(set, d("name b read"), true, b)
+	if got, _, ok := c.get(set, a); ok {
 		t.Errorf("the base's decision outlived the mark: %+v", got)
 	}
-	if got, ok := c.get(set, b); !ok || got.Results[0].Deny[0].Msg != "name b read" {
+	if got, _, ok := c.get(set, b); !ok || got.Results[0].Deny[0].Msg != "name b read" {
 		t.Errorf("name b: %+v %v", got, ok)
 	}
-	c.put(set, a, d("no name read"), false)
-	if got, ok := c.get(set, cacheKey{base: a.base, full: [32]byte{9}}); ok {
+	c.put(set, d("no name read"), false, a)
+	if got, _, ok := c.get(set, cacheKey{base: a.base, full: [32]byte{9}}); ok {
 		t.Errorf("a third name got a decision through a marked base: %+v", got)
 	}
 	if st := c.Stats(); st.Bytes <= 0 || st.Entries != 3 {

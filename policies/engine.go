@@ -76,6 +76,10 @@ type Review struct {
 	// null. They are converted, once per review, only when a policy that
 	// applies may read them.
 	Object, OldObject []byte
+	// Raw, when set, is this review as its bytes give it: a decision the
+	// cache gives or keeps for the review is kept under Raw's key too, for
+	// Recall to find the next time without decoding.
+	Raw *RawReview
 }
 
 // View is a workload view that can build its value partially.
@@ -214,11 +218,14 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 		key, cached = reviewKey(&r, set)
 	}
 	if cached {
-		if d, ok := e.cache.get(set, key); ok {
+		if d, readGuarded, ok := e.cache.get(set, key); ok {
 			if e.observer != nil {
 				for k := range d.Results {
 					e.observer.Cached(d.Results[k].Policy, d.Results[k].Decision())
 				}
+			}
+			if r.Raw != nil {
+				e.cache.put(set, d, readGuarded, r.Raw.key(set))
 			}
 			return d
 		}
@@ -272,7 +279,11 @@ func (e *Engine) Evaluate(ctx context.Context, r Review) Decision {
 	}
 	d := Decision{Results: results}
 	if cached && d.cacheable() {
-		e.cache.put(set, key, d, guarded != nil && guarded.read)
+		keys := []cacheKey{key}
+		if r.Raw != nil {
+			keys = append(keys, r.Raw.key(set))
+		}
+		e.cache.put(set, d, guarded != nil && guarded.read, keys...)
 	}
 	return d
 }

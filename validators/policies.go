@@ -46,6 +46,9 @@ type Workload struct {
 	// Set is the policy set to evaluate, nil for the engine's current one:
 	// the one the caller read what the policies need by.
 	Set *policies.Set
+	// Key, when set, is the review as its request's bytes give it: the
+	// decision is cached under it too (policies.Review.Raw).
+	Key *policies.RawReview
 }
 
 // Policies runs the policy engine over workloads.
@@ -93,6 +96,7 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		Set:             w.Set,
 		Object:          w.Raw,
 		OldObject:       w.OldRaw,
+		Raw:             w.Key,
 	})
 	p.except(&d, w)
 	return d

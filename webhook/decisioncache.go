@@ -41,6 +41,8 @@ type decisionCacheCollector struct{}
 var (
 	cacheHitsDesc = prometheus.NewDesc("modelgate_policy_decision_cache_hits_total",
 		"Validating reviews answered from the decision cache, without evaluating.", nil, nil)
+	cacheRecalledDesc = prometheus.NewDesc("modelgate_policy_decision_cache_recalled_total",
+		"Of the hits, the validating reviews answered from the request's bytes, before the object was decoded.", nil, nil)
 	cacheMissesDesc = prometheus.NewDesc("modelgate_policy_decision_cache_misses_total",
 		"Validating reviews the decision cache could have answered but had no decision for, so they were evaluated.", nil, nil)
 	cacheEvictionsDesc = prometheus.NewDesc("modelgate_policy_decision_cache_evictions_total",
@@ -55,7 +57,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (decisionCacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheMissesDesc, cacheEvictionsDesc, cacheBytesDesc, cacheMaxBytesDesc, cacheEntriesDesc} {
+	for _, d := range []*prometheus.Desc{cacheHitsDesc, cacheRecalledDesc, cacheMissesDesc, cacheEvictionsDesc, cacheBytesDesc, cacheMaxBytesDesc, cacheEntriesDesc} {
 		ch <- d
 	}
 }
@@ -73,6 +75,7 @@ func (decisionCacheCollector) Collect(ch chan<- prometheus.Metric) {
 		v    float64
 	}{
 		{cacheHitsDesc, prometheus.CounterValue, float64(st.Hits)},
+		{cacheRecalledDesc, prometheus.CounterValue, float64(st.Recalled)},
 		{cacheMissesDesc, prometheus.CounterValue, float64(st.Misses)},
 		{cacheEvictionsDesc, prometheus.CounterValue, float64(st.Evictions)},
 		{cacheBytesDesc, prometheus.GaugeValue, float64(st.Bytes)},

@@ -57,6 +57,9 @@ type Validating struct {
 	// judged are not judged again (unjudgedClaim).
 	copiers *config.TrustedRequesters
 	self    string
+	// salt begins every raw key of the handler's (rawReview): the view
+	// depends on its configuration as well as on the object.
+	salt [16]byte
 }
 
 var _ admission.Handler = (*Validating)(nil)
@@ -73,6 +76,7 @@ func NewValidating(cfg *config.Configuration, engine *policies.Engine, ns Namesp
 		metrics:     m,
 		copiers:     cfg.Injection.TrustedRequesters,
 		self:        cfg.ControllerUsername(),
+		salt:        newKeySalt(),
 	}
 }
 
@@ -117,7 +121,16 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 	// (but managedFields) when a policy reads the raw object, so that a
 	// Pod UPDATE is compared as a whole.
 	set := h.checker.Engine.Set()
-	decode := judgedDecoding(set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations"), set.NeedsObjects())
+	allAnnotations := set.ReadsWorkloadKey("annotations") || set.ReadsWorkloadKey("podAnnotations")
+	// A repeat is answered from the request's bytes, before decoding.
+	key := h.rawReview(ctx, req, set, allAnnotations)
+	if key != nil {
+		defer putKeyBuffer(key)
+		if d, ok := h.checker.Engine.Recall(set, key); ok {
+			return d, true, admission.Response{}, ""
+		}
+	}
+	decode := judgedDecoding(allAnnotations, set.NeedsObjects())
 	a, resp, outcome := admit(ctx, req, h.excluded, h.namespaces, false, decode)
 	if a == nil {
 		return policies.Decision{}, false, resp, outcome
@@ -128,7 +141,7 @@ func (h *Validating) judge(ctx context.Context, req admission.Request) (policies
 		return policies.Decision{}, false, admission.Allowed(why), outcomeSkipped
 	}
 	w := h.workload(req, obj, nsLabels)
-	w.Set = set
+	w.Set, w.Key = set, key
 	// One evaluation budget for the review: judging the old object to
 	// ratchet an UPDATE gets what the new one left, never a second budget
 	// (a policy slow on the old object leaves the denial standing).

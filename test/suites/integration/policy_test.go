@@ -324,12 +324,18 @@ deny contains sprintf("namespace is frozen: pod %s waits", [input.workload.name]
 		}
 		Expect(alice.Create(ctx, pod("replica-0"), client.DryRunAll)).To(Succeed())
 		hits := metricValue("modelgate_policy_decision_cache_hits_total")
+		recalled := metricValue("modelgate_policy_decision_cache_recalled_total")
 		for i := 1; i <= 5; i++ {
 			Expect(alice.Create(ctx, pod(fmt.Sprintf("replica-%d", i)), client.DryRunAll)).To(Succeed())
 		}
 		Expect(metricValue("modelgate_policy_decision_cache_hits_total")).To(BeNumerically(">=", hits+5),
 			"the 5 Pods after the first were not answered from the decision cache (misses %v, entries %v)",
 			metricValue("modelgate_policy_decision_cache_misses_total"), metricValue("modelgate_policy_decision_cache_entries"))
+		// Each with its own name, uid and service account token volume
+		// (the API server's admission adds them), they are answered from
+		// their bytes, before decoding.
+		Expect(metricValue("modelgate_policy_decision_cache_recalled_total")).To(BeNumerically(">=", recalled+5),
+			"the 5 Pods after the first were answered from their views, not their bytes")
 		Expect(metricValue("modelgate_policy_decision_cache_entries")).To(BeNumerically(">", 0))
 		Expect(metricValue("modelgate_policy_decision_cache_max_bytes")).To(BeNumerically("==", 32<<20))
 
