@@ -2,8 +2,9 @@ package policies
 
 import (
 	"crypto/sha256"
-	"maps"
+	"encoding/binary"
 	"slices"
+	"sync"
 )
 
 // RawReview is a review as the request's bytes give it, before the object
@@ -33,43 +34,55 @@ type RawReview struct {
 // reads it, kept apart from the base when every read of it is guarded, as
 // reviewKey does with the view's.
 func (r *RawReview) key(set *Set) cacheKey {
-	buf := make([]byte, 0, 64+len(r.Content)+len(r.Name))
-	add := func(b []byte) {
-		buf = appendLen(buf, len(b))
-		buf = append(buf, b...)
+	kb := keyBuffers.Get().(*keyBuffer)
+	defer keyBuffers.Put(kb)
+	buf := kb.buf[:0]
+	add := func(s string) {
+		buf = binary.AppendUvarint(buf, uint64(len(s)))
+		buf = append(buf, s...)
 	}
 	buf = append(buf, 0xff)
-	add([]byte(r.Kind))
-	add([]byte(r.Namespace))
-	buf = appendLen(buf, len(r.NamespaceLabels))
-	for _, k := range slices.Sorted(maps.Keys(r.NamespaceLabels)) {
-		add([]byte(k))
-		add([]byte(r.NamespaceLabels[k]))
+	add(r.Kind)
+	add(r.Namespace)
+	buf = binary.AppendUvarint(buf, uint64(len(r.NamespaceLabels)))
+	kb.labels = kb.labels[:0]
+	for k := range r.NamespaceLabels {
+		kb.labels = append(kb.labels, k)
 	}
-	add(r.Content)
+	slices.Sort(kb.labels)
+	for _, k := range kb.labels {
+		add(k)
+		add(r.NamespaceLabels[k])
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(r.Content)))
+	buf = append(buf, r.Content...)
 	guarded := slices.Contains(set.guarded, "name")
 	if set.reads.has("name") && !guarded {
 		buf = append(buf, 'n')
-		add(r.Name)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Name)))
+		buf = append(buf, r.Name...)
 	}
 	k := cacheKey{base: sha256.Sum256(buf)}
 	k.full = k.base
 	if guarded {
 		buf = append(buf, 'g')
-		add(r.Name)
+		buf = binary.AppendUvarint(buf, uint64(len(r.Name)))
+		buf = append(buf, r.Name...)
 		k.full = sha256.Sum256(buf)
+	}
+	if cap(buf) <= 64<<10 {
+		kb.buf = buf
 	}
 	return k
 }
 
-// appendLen appends n as an unsigned varint.
-func appendLen(buf []byte, n int) []byte {
-	for n >= 0x80 {
-		buf = append(buf, byte(n)|0x80)
-		n >>= 7
-	}
-	return append(buf, byte(n))
+// keyBuffer is the scratch space of one raw key.
+type keyBuffer struct {
+	buf    []byte
+	labels []string
 }
+
+var keyBuffers = sync.Pool{New: func() any { return &keyBuffer{buf: make([]byte, 0, 4096)} }}
 
 // Recall answers a review from the cache by its bytes alone, when the
 // cache holds a decision for a review the same in everything the policies

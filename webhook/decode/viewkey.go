@@ -331,18 +331,16 @@ func (s *keyScan) ws(i int) int {
 
 // str returns the index after the string that starts at i.
 func (s *keyScan) str(i int) (int, bool) {
-	for j := i + 1; j < len(s.raw); {
-		k := bytes.IndexAny(s.raw[j:], `"\`)
-		if k < 0 {
-			return len(s.raw), false
-		}
-		j += k
-		if s.raw[j] == '"' {
+	raw := s.raw
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '"':
 			return j + 1, true
+		case '\\':
+			j++ // the escaped byte is never the end
 		}
-		j += 2 // an escape: the byte after the backslash is never the end
 	}
-	return len(s.raw), false
+	return len(raw), false
 }
 
 // skip returns the index after the value that starts at i. The request's
@@ -357,16 +355,15 @@ func (s *keyScan) skip(i int) (int, bool) {
 	case c == '"':
 		return s.str(i)
 	case c == '{' || c == '[':
-		depth := 0
-		for j := i; j < len(s.raw); {
-			switch s.raw[j] {
+		raw, depth := s.raw, 0
+		for j := i; j < len(raw); j++ {
+			switch raw[j] {
 			case '"':
 				end, ok := s.str(j)
 				if !ok {
 					return end, false
 				}
-				j = end
-				continue
+				j = end - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -375,9 +372,8 @@ func (s *keyScan) skip(i int) (int, bool) {
 					return j + 1, true
 				}
 			}
-			j++
 		}
-		return len(s.raw), false
+		return len(raw), false
 	default:
 		// A number, true, false or null runs to the next delimiter.
 		j := i

@@ -359,3 +359,34 @@ func asJSON(v any) string {
 	}
 	return string(b)
 }
+
+// BenchmarkAppendViewKey keys the largest golden object, as a review's
+// raw key does, against decoding it for the view (Views) in the same run.
+func BenchmarkAppendViewKey(b *testing.B) {
+	var name string
+	var raw []byte
+	for n, r := range goldenObjects(b) {
+		if len(r) > len(raw) && strings.HasSuffix(n, ".out.yaml") {
+			name, raw = n, r
+		}
+	}
+	gvk := gvkOf(b, raw)
+	b.Logf("%s, %d bytes", name, len(raw))
+	b.Run("key", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		buf := make([]byte, 0, 8192)
+		for b.Loop() {
+			buf, _, _ = AppendViewKey(gvk, raw, false, buf[:0])
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := Views[gvk](raw, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
