@@ -14,6 +14,7 @@ import (
 	config "github.com/modelgate/modelgate/api/config/v1alpha1"
 	policyv1 "github.com/modelgate/modelgate/api/policy/v1"
 	"github.com/modelgate/modelgate/policies"
+	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
 	"github.com/modelgate/modelgate/webhook/decode"
 )
@@ -142,5 +143,38 @@ func BenchmarkEvaluateLibrary(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.checker.Check(ctx, w)
+	}
+}
+
+// BenchmarkEvaluateLibraryOPA is OPA's part of a first review: the
+// library's combined query on the review's input already built as OPA's
+// value (the view of the same Deployment, converted once before the
+// loop), with the matching and the reading of the results around it. No
+// handler can judge the review for less with these policies and this
+// evaluator: the floor BenchmarkValidateLibrary is measured against.
+func BenchmarkEvaluateLibraryOPA(b *testing.B) {
+	req := injectedReview(b)
+	d, err := decode.Whole[req.Kind](req.Object.Raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
+	w := h.workload(req, d, testNamespaces[nsPlain])
+	view := policyview.Build(policyview.Source{
+		Kind: w.Kind, APIVersion: w.APIVersion, Operation: w.Operation, Object: w.Object, PodMeta: w.PodMeta,
+		PodSpec: w.PodSpec, Settings: w.Settings, ServingContainer: w.ServingContainer, UserInfo: w.UserInfo,
+		NamespaceLabels: w.NamespaceLabels, GPU: h.checker.GPU, Sealed: h.checker.Seal.Verify(w.Namespace, w.Object),
+	})
+	engine := h.checker.Engine
+	set := engine.Set()
+	r := policies.Review{Kind: w.Kind, Namespace: w.Namespace, NamespaceLabels: w.NamespaceLabels,
+		Workload: view.ValueOf(set.ReadsWorkloadKey)}
+	ctx := benchContext()
+	if dec := engine.Evaluate(ctx, r); !dec.Allowed() || len(dec.Results) != 8 {
+		b.Fatalf("allowed=%v results=%d, want 8 results allowing", dec.Allowed(), len(dec.Results))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		engine.Evaluate(ctx, r)
 	}
 }
