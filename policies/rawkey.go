@@ -65,7 +65,10 @@ func (r *RawReview) key(set *Set) cacheKey {
 	k := cacheKey{base: sha256.Sum256(buf)}
 	k.full = k.base
 	if guarded {
-		buf = append(buf, 'g')
+		// The full key hashes the base's digest and the name, not the
+		// content again: two full keys are alike only if their bases and
+		// their names are.
+		buf = append(append(buf[:0], k.base[:]...), 'g')
 		buf = binary.AppendUvarint(buf, uint64(len(r.Name)))
 		buf = append(buf, r.Name...)
 		k.full = sha256.Sum256(buf)

@@ -332,13 +332,16 @@ func (s *keyScan) ws(i int) int {
 // str returns the index after the string that starts at i.
 func (s *keyScan) str(i int) (int, bool) {
 	raw := s.raw
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '"':
-			return j + 1, true
-		case '\\':
-			j++ // the escaped byte is never the end
+	for j := i + 1; j < len(raw); {
+		q := bytes.IndexByte(raw[j:], '"')
+		if q < 0 {
+			return len(raw), false
 		}
+		e := bytes.IndexByte(raw[j:j+q], '\\')
+		if e < 0 {
+			return j + q + 1, true
+		}
+		j += e + 2 // an escape: the byte after the backslash is never the end
 	}
 	return len(raw), false
 }
