@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -153,9 +154,28 @@ func containerOps(ops []jsonpatch.Operation, cp string, before containerSections
 }
 
 // pointer turns a field path (spec.template.metadata) into a JSON pointer.
+// The paths are the decoders' own, a few package variables (decode.Whole),
+// so each is turned once and kept (field.Path.String builds the string
+// anew on every call); others are not kept.
 func pointer(p *field.Path) string {
-	return "/" + strings.ReplaceAll(p.String(), ".", "/")
+	if s, ok := pointers.Load(p); ok {
+		return s.(string)
+	}
+	s := "/" + strings.ReplaceAll(p.String(), ".", "/")
+	if pointerCount.Add(1) <= maxPointers {
+		pointers.Store(p, s)
+	}
+	return s
 }
+
+var (
+	// pointers maps a *field.Path to its JSON pointer.
+	pointers     sync.Map
+	pointerCount atomic.Int32
+)
+
+// maxPointers bounds pointers: the decoders have eight paths.
+const maxPointers = 64
 
 // fieldOp sets (add) or removes an object member.
 func fieldOp(ops []jsonpatch.Operation, path string, had, has bool, value any) []jsonpatch.Operation {
