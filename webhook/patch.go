@@ -297,12 +297,13 @@ func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after 
 // encodePatch writes the operations as a JSON patch document. Each value is
 // encoded once, straight into one pooled buffer (json.Marshal would copy
 // each out of its own; jsonpatch.Operation's MarshalJSON would also
-// re-validate and compact the result); the document is copied out at its
-// exact size.
+// re-validate and compact the result), by appendValue where it writes the
+// value's type and fields, else by encoding/json; the document is copied
+// out at its exact size.
 func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 	buf := buffers.Get().(*bytes.Buffer)
 	defer putBuffer(buf)
-	enc := json.NewEncoder(buf)
+	var enc *json.Encoder
 	buf.WriteByte('[')
 	for i, op := range ops {
 		if i > 0 {
@@ -314,16 +315,31 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Path))
 		if op.Operation != "remove" {
 			buf.WriteString(`,"value":`)
-			if err := enc.Encode(op.Value); err != nil {
-				return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
+			if b, ok := appendValue(buf.AvailableBuffer(), op.Value); ok {
+				buf.Write(b)
+			} else {
+				if enc == nil {
+					enc = json.NewEncoder(buf)
+				}
+				if err := enc.Encode(op.Value); err != nil {
+					return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
+				}
+				buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 			}
-			buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 		}
 		buf.WriteByte('}')
 	}
 	buf.WriteByte(']')
-	return bytes.Clone(buf.Bytes()), nil
+	patch := bytes.Clone(buf.Bytes())
+	if verifyPatchEncoding != nil {
+		verifyPatchEncoding(ops, patch)
+	}
+	return patch, nil
 }
+
+// verifyPatchEncoding, set by the tests, is handed every patch encoded,
+// with its operations, to check it against encoding/json's encoding.
+var verifyPatchEncoding func(ops []jsonpatch.Operation, patch []byte)
 
 // appendJSONString appends s as a JSON string. A patch's operations and
 // paths are printable ASCII but for a map key the object brought, which
