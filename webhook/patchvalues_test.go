@@ -3,8 +3,10 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -17,18 +19,26 @@ import (
 	"sigs.k8s.io/randfill"
 )
 
-// Every patch any test of this package encodes (the goldens, the
-// handler's tests, the fuzzers) is checked against encoding/json's
-// encoding of the same operations, byte for byte.
-func init() {
-	verifyPatchEncoding = func(ops []gomodulespatch.Operation, patch []byte) {
-		want, err := encodePatchGeneral(ops)
-		if err != nil {
-			panic(fmt.Sprintf("encoding/json refuses a patch appendValue wrote: %v\n%s", err, patch))
-		}
-		if !bytes.Equal(patch, want) {
-			panic(fmt.Sprintf("the patch differs from encoding/json's:\n got %s\nwant %s", patch, want))
-		}
+// TestMain checks every patch any test of this package encodes (the
+// goldens, the handler's tests, the fuzzers) against encoding/json's
+// encoding of the same operations, byte for byte; not when benchmarks
+// run, which it would slow.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if b := flag.Lookup("test.bench"); b == nil || b.Value.String() == "" {
+		verifyPatchEncoding = checkPatchEncoding
+	}
+	os.Exit(m.Run())
+}
+
+// checkPatchEncoding panics unless patch is encodePatchGeneral(ops).
+func checkPatchEncoding(ops []gomodulespatch.Operation, patch []byte) {
+	want, err := encodePatchGeneral(ops)
+	if err != nil {
+		panic(fmt.Sprintf("encoding/json refuses a patch appendValue wrote: %v\n%s", err, patch))
+	}
+	if !bytes.Equal(patch, want) {
+		panic(fmt.Sprintf("the patch differs from encoding/json's:\n got %s\nwant %s", patch, want))
 	}
 }
 
