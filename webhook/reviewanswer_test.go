@@ -72,4 +72,3 @@ func TestReviewAnswerFieldsKnown(t *testing.T) {
 		}
 	}
 }
-
