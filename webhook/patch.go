@@ -134,7 +134,7 @@ func buildPatch(s *snapshot, t *mutators.Target, metaPaths []*field.Path) []json
 
 // containerOps patches the mutable sections of one container.
 func containerOps(ops []jsonpatch.Operation, cp string, before containerSections, c *corev1.Container) []jsonpatch.Operation {
-	if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
+	if !sameResources(&before.resources, &c.Resources) {
 		ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
 	}
 	ops = namedListOps(ops, cp+"/env", before.env, c.Env, func(v corev1.EnvVar) string { return v.Name })
@@ -151,6 +151,26 @@ func containerOps(ops []jsonpatch.Operation, cp string, before containerSections
 		ops = fieldOp(ops, cp+"/startupProbe", before.startupProbe != nil, c.StartupProbe != nil, c.StartupProbe)
 	}
 	return ops
+}
+
+// sameResources is equality.Semantic.DeepEqual of two containers'
+// resources, without reflection: quantities compared by value, an empty
+// list the same as none.
+func sameResources(a, b *corev1.ResourceRequirements) bool {
+	return sameResourceList(a.Limits, b.Limits) && sameResourceList(a.Requests, b.Requests) &&
+		(len(a.Claims) == 0 && len(b.Claims) == 0 || slices.Equal(a.Claims, b.Claims))
+}
+
+func sameResourceList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, q := range a {
+		if r, ok := b[k]; !ok || q.Cmp(r) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pointer turns a field path (spec.template.metadata) into a JSON pointer.
@@ -235,6 +255,10 @@ func escapePointer(k string) string {
 // changed items are added, replaced or removed, so the others are never
 // re-encoded; otherwise the list is replaced whole.
 func namedListOps[T any](ops []jsonpatch.Operation, path string, before, after []T, name func(T) string) []jsonpatch.Operation {
+	if len(before) == 0 || len(after) == 0 {
+		// What the walk below ends in for a list that appears or goes.
+		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	}
 	if equality.Semantic.DeepEqual(before, after) {
 		return ops
 	}
@@ -269,19 +293,15 @@ func namedListOps[T any](ops []jsonpatch.Operation, path string, before, after [
 			return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
 		}
 	}
-	if len(before) == 0 {
-		// "add" at an index needs the list to exist.
-		return fieldOp(ops, path, false, len(after) > 0, after)
-	}
-	if len(after) == 0 {
-		return fieldOp(ops, path, true, false, nil)
-	}
 	return append(ops, itemOps...)
 }
 
 // appendOnlyOps patches a list modelgate only appends to (tolerations):
 // the new items are appended; any other change replaces the list.
 func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after []T) []jsonpatch.Operation {
+	if len(before) == 0 || len(after) == 0 {
+		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	}
 	if equality.Semantic.DeepEqual(before, after) {
 		return ops
 	}

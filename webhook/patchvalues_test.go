@@ -322,3 +322,23 @@ func FuzzPatchValues(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendStringAsEncodingJSON: every string of up to two pieces, each
+// an ASCII byte or a UTF-8 sequence (valid, invalid, truncated, U+2028),
+// is escaped as encoding/json escapes it.
+func TestAppendStringAsEncodingJSON(t *testing.T) {
+	var pieces []string
+	for b := range 0x80 {
+		pieces = append(pieces, string(rune(b)))
+	}
+	pieces = append(pieces, "é", "\u2028", "\u2029", "\xff", "\xe2\x80", "\xed\xa0\x80", "𝄞", "\ufffd")
+	for _, a := range append(pieces, "") {
+		for _, b := range pieces {
+			s := a + b
+			want, _ := json.Marshal(s)
+			if got := appendString(nil, s); !bytes.Equal(got, want) {
+				t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+			}
+		}
+	}
+}
