@@ -321,41 +321,46 @@ func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after 
 // value's type and fields, else by encoding/json; the document is copied
 // out at its exact size.
 func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
-	buf := buffers.Get().(*bytes.Buffer)
-	defer putBuffer(buf)
-	var enc *json.Encoder
-	buf.WriteByte('[')
+	p := patchBuffers.Get().(*[]byte)
+	b := (*p)[:0]
+	defer func() {
+		if cap(b) <= maxPooledBuffer {
+			*p = b[:0]
+			patchBuffers.Put(p)
+		}
+	}()
+	b = append(b, '[')
 	for i, op := range ops {
 		if i > 0 {
-			buf.WriteByte(',')
+			b = append(b, ',')
 		}
-		buf.WriteString(`{"op":`)
-		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Operation))
-		buf.WriteString(`,"path":`)
-		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Path))
+		b = append(b, `{"op":`...)
+		b = appendJSONString(b, op.Operation)
+		b = append(b, `,"path":`...)
+		b = appendJSONString(b, op.Path)
 		if op.Operation != "remove" {
-			buf.WriteString(`,"value":`)
-			if b, ok := appendValue(buf.AvailableBuffer(), op.Value); ok {
-				buf.Write(b)
-			} else {
-				if enc == nil {
-					enc = json.NewEncoder(buf)
-				}
-				if err := enc.Encode(op.Value); err != nil {
+			b = append(b, `,"value":`...)
+			var ok bool
+			if b, ok = appendValue(b, op.Value); !ok {
+				v, err := json.Marshal(op.Value)
+				if err != nil {
 					return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
 				}
-				buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
+				b = append(b, v...)
 			}
 		}
-		buf.WriteByte('}')
+		b = append(b, '}')
 	}
-	buf.WriteByte(']')
-	patch := bytes.Clone(buf.Bytes())
+	b = append(b, ']')
+	patch := bytes.Clone(b)
 	if verifyPatchEncoding != nil {
 		verifyPatchEncoding(ops, patch)
 	}
 	return patch, nil
 }
+
+// patchBuffers are reused buffers for encodePatch.
+var patchBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // verifyPatchEncoding, set by the tests, is handed every patch encoded,
 // with its operations, to check it against encoding/json's encoding.
