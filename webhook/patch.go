@@ -360,7 +360,10 @@ func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
 }
 
 // patchBuffers are reused buffers for encodePatch.
-var patchBuffers = sync.Pool{New: func() any { return new([]byte) }}
+var patchBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 8<<10) // a typical injection's patch, 4.5 KB, fits
+	return &b
+}}
 
 // verifyPatchEncoding, set by the tests, is handed every patch encoded,
 // with its operations, to check it against encoding/json's encoding.

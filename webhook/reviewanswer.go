@@ -64,7 +64,15 @@ func appendReview(dst []byte, ar *admissionv1.AdmissionReview) ([]byte, bool) {
 // false when appendReview does not take it.
 func (h *reviewHTTP) writeAppended(w http.ResponseWriter, ar *admissionv1.AdmissionReview) bool {
 	p := answers.Get().(*[]byte)
-	b, ok := appendReview((*p)[:0], ar)
+	b := (*p)[:0]
+	if r := ar.Response; r != nil {
+		// Room for the patch in base64 and the rest, so that the answer
+		// is not grown step by step in a buffer the pool had lost.
+		if need := base64.StdEncoding.EncodedLen(len(r.Patch)) + 1024; cap(b) < need {
+			b = make([]byte, 0, need)
+		}
+	}
+	b, ok := appendReview(b, ar)
 	if ok {
 		h.send(w, b)
 	}
