@@ -56,7 +56,13 @@ func (c Chain) Run(t *Target, in *Input) ([]string, error) {
 //
 // On error the target may be partly changed; callers must discard it.
 func (c Chain) Apply(t *Target, in *Input) (Result, error) {
-	prev := PreviousRecord(t, in)
+	return c.ApplyAfter(t, in, PreviousRecord(t, in))
+}
+
+// ApplyAfter is Apply for a caller that has read the previous record
+// already: prev must be PreviousRecord(t, in), read with nothing changed
+// since (reading it parses the record and verifies its seal).
+func (c Chain) ApplyAfter(t *Target, in *Input, prev Record) (Result, error) {
 	in.Previous = prev
 	// The record lists what this pass owns: parts an earlier pass over the
 	// same Target owned and this one removed are no longer modelgate's.

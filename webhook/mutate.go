@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -87,8 +88,12 @@ func (h *Mutating) Handle(ctx context.Context, req admission.Request) admission.
 	resp, outcome := h.handle(ctx, req)
 	h.metrics.review(kind, op, outcome)
 	// The request's fields are added only to a line that is written:
-	// adding them costs more than most reviews' own work.
-	log := logf.FromContext(ctx)
+	// adding them costs more than most reviews' own work. The logger is
+	// the context's as it is (logf.FromContext would copy it).
+	log, err := logr.FromContext(ctx)
+	if err != nil {
+		log = logf.Log
+	}
 	fields := func() []any {
 		return []any{"kind", kind, "namespace", req.Namespace, "name", req.Name, "operation", op,
 			"user", req.UserInfo.Username, "uid", req.UID, "outcome", outcome}
@@ -235,8 +240,9 @@ func (h *Mutating) mutate(req admission.Request, obj *decode.Object, chain mutat
 	)
 	switch m {
 	case modeInject:
+		// Apply writes the record and seals last.
 		var res mutators.Result
-		res, err = chain.Apply(obj.Target, in)
+		res, err = chain.ApplyAfter(obj.Target, in, prev)
 		changed = res.Changed
 	case modeMetadata:
 		// The metadata-only chain keeps the record modelgate wrote
@@ -254,8 +260,11 @@ func (h *Mutating) mutate(req admission.Request, obj *decode.Object, chain mutat
 		}
 		return admission.Errored(http.StatusInternalServerError, err), outcomeError
 	}
-	// Last: every reserved value is now one modelgate chose.
-	mutators.SealMetadata(obj.Target, in)
+	if m == modeMetadata || m == modeForged {
+		// Last: every reserved value is now one modelgate chose (Apply
+		// and Revert seal last themselves).
+		mutators.SealMetadata(obj.Target, in)
+	}
 	ops := buildPatch(snap, obj.Target, obj.Paths)
 	if len(ops) == 0 {
 		if m == modeRevert || m == modeForged {

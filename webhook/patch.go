@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -133,7 +134,7 @@ func buildPatch(s *snapshot, t *mutators.Target, metaPaths []*field.Path) []json
 
 // containerOps patches the mutable sections of one container.
 func containerOps(ops []jsonpatch.Operation, cp string, before containerSections, c *corev1.Container) []jsonpatch.Operation {
-	if !equality.Semantic.DeepEqual(before.resources, c.Resources) {
+	if !sameResources(&before.resources, &c.Resources) {
 		ops = append(ops, jsonpatch.NewOperation("add", cp+"/resources", c.Resources))
 	}
 	ops = namedListOps(ops, cp+"/env", before.env, c.Env, func(v corev1.EnvVar) string { return v.Name })
@@ -152,10 +153,49 @@ func containerOps(ops []jsonpatch.Operation, cp string, before containerSections
 	return ops
 }
 
-// pointer turns a field path (spec.template.metadata) into a JSON pointer.
-func pointer(p *field.Path) string {
-	return "/" + strings.ReplaceAll(p.String(), ".", "/")
+// sameResources is equality.Semantic.DeepEqual of two containers'
+// resources, without reflection: quantities compared by value, an empty
+// list the same as none.
+func sameResources(a, b *corev1.ResourceRequirements) bool {
+	return sameResourceList(a.Limits, b.Limits) && sameResourceList(a.Requests, b.Requests) &&
+		(len(a.Claims) == 0 && len(b.Claims) == 0 || slices.Equal(a.Claims, b.Claims))
 }
+
+func sameResourceList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, q := range a {
+		if r, ok := b[k]; !ok || q.Cmp(r) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pointer turns a field path (spec.template.metadata) into a JSON pointer.
+// The paths are the decoders' own, a few package variables (decode.Whole),
+// so each is turned once and kept (field.Path.String builds the string
+// anew on every call); others are not kept.
+func pointer(p *field.Path) string {
+	if s, ok := pointers.Load(p); ok {
+		return s.(string)
+	}
+	s := "/" + strings.ReplaceAll(p.String(), ".", "/")
+	if pointerCount.Add(1) <= maxPointers {
+		pointers.Store(p, s)
+	}
+	return s
+}
+
+var (
+	// pointers maps a *field.Path to its JSON pointer.
+	pointers     sync.Map
+	pointerCount atomic.Int32
+)
+
+// maxPointers bounds pointers: the decoders have eight paths.
+const maxPointers = 64
 
 // fieldOp sets (add) or removes an object member.
 func fieldOp(ops []jsonpatch.Operation, path string, had, has bool, value any) []jsonpatch.Operation {
@@ -215,6 +255,10 @@ func escapePointer(k string) string {
 // changed items are added, replaced or removed, so the others are never
 // re-encoded; otherwise the list is replaced whole.
 func namedListOps[T any](ops []jsonpatch.Operation, path string, before, after []T, name func(T) string) []jsonpatch.Operation {
+	if len(before) == 0 || len(after) == 0 {
+		// What the walk below ends in for a list that appears or goes.
+		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	}
 	if equality.Semantic.DeepEqual(before, after) {
 		return ops
 	}
@@ -249,19 +293,15 @@ func namedListOps[T any](ops []jsonpatch.Operation, path string, before, after [
 			return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
 		}
 	}
-	if len(before) == 0 {
-		// "add" at an index needs the list to exist.
-		return fieldOp(ops, path, false, len(after) > 0, after)
-	}
-	if len(after) == 0 {
-		return fieldOp(ops, path, true, false, nil)
-	}
 	return append(ops, itemOps...)
 }
 
 // appendOnlyOps patches a list modelgate only appends to (tolerations):
 // the new items are appended; any other change replaces the list.
 func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after []T) []jsonpatch.Operation {
+	if len(before) == 0 || len(after) == 0 {
+		return fieldOp(ops, path, len(before) > 0, len(after) > 0, after)
+	}
 	if equality.Semantic.DeepEqual(before, after) {
 		return ops
 	}
@@ -277,33 +317,57 @@ func appendOnlyOps[T any](ops []jsonpatch.Operation, path string, before, after 
 // encodePatch writes the operations as a JSON patch document. Each value is
 // encoded once, straight into one pooled buffer (json.Marshal would copy
 // each out of its own; jsonpatch.Operation's MarshalJSON would also
-// re-validate and compact the result); the document is copied out at its
-// exact size.
+// re-validate and compact the result), by appendValue where it writes the
+// value's type and fields, else by encoding/json; the document is copied
+// out at its exact size.
 func encodePatch(ops []jsonpatch.Operation) ([]byte, error) {
-	buf := buffers.Get().(*bytes.Buffer)
-	defer putBuffer(buf)
-	enc := json.NewEncoder(buf)
-	buf.WriteByte('[')
+	p := patchBuffers.Get().(*[]byte)
+	b := (*p)[:0]
+	defer func() {
+		if cap(b) <= maxPooledBuffer {
+			*p = b[:0]
+			patchBuffers.Put(p)
+		}
+	}()
+	b = append(b, '[')
 	for i, op := range ops {
 		if i > 0 {
-			buf.WriteByte(',')
+			b = append(b, ',')
 		}
-		buf.WriteString(`{"op":`)
-		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Operation))
-		buf.WriteString(`,"path":`)
-		buf.Write(appendJSONString(buf.AvailableBuffer(), op.Path))
+		b = append(b, `{"op":`...)
+		b = appendJSONString(b, op.Operation)
+		b = append(b, `,"path":`...)
+		b = appendJSONString(b, op.Path)
 		if op.Operation != "remove" {
-			buf.WriteString(`,"value":`)
-			if err := enc.Encode(op.Value); err != nil {
-				return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
+			b = append(b, `,"value":`...)
+			var ok bool
+			if b, ok = appendValue(b, op.Value); !ok {
+				v, err := json.Marshal(op.Value)
+				if err != nil {
+					return nil, fmt.Errorf("encoding %s: %w", op.Path, err)
+				}
+				b = append(b, v...)
 			}
-			buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 		}
-		buf.WriteByte('}')
+		b = append(b, '}')
 	}
-	buf.WriteByte(']')
-	return bytes.Clone(buf.Bytes()), nil
+	b = append(b, ']')
+	patch := bytes.Clone(b)
+	if verifyPatchEncoding != nil {
+		verifyPatchEncoding(ops, patch)
+	}
+	return patch, nil
 }
+
+// patchBuffers are reused buffers for encodePatch.
+var patchBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 8<<10) // a typical injection's patch, 4.5 KB, fits
+	return &b
+}}
+
+// verifyPatchEncoding, set by the tests, is handed every patch encoded,
+// with its operations, to check it against encoding/json's encoding.
+var verifyPatchEncoding func(ops []jsonpatch.Operation, patch []byte)
 
 // appendJSONString appends s as a JSON string. A patch's operations and
 // paths are printable ASCII but for a map key the object brought, which

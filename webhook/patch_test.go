@@ -9,6 +9,8 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // TestNamedListOps applies the operations to the encoded "before" list and
@@ -180,5 +182,38 @@ func TestMapOpPatchesChangedKeys(t *testing.T) {
 				t.Errorf("applied: %v, want %v", got.Metadata.Annotations, tc.after)
 			}
 		})
+	}
+}
+
+// TestSameResources: sameResources agrees with equality.Semantic.DeepEqual
+// on random resources, and on resources that differ only in how a
+// quantity is written or an empty list is left nil.
+func TestSameResources(t *testing.T) {
+	f := patchValueFiller(3)
+	pairs := [][2]corev1.ResourceRequirements{
+		{{Limits: corev1.ResourceList{"cpu": resource.MustParse("1")}}, {Limits: corev1.ResourceList{"cpu": resource.MustParse("1000m")}}},
+		{{Limits: corev1.ResourceList{}}, {}},
+		{{Claims: []corev1.ResourceClaim{}}, {}},
+		{{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}, {Claims: []corev1.ResourceClaim{{Name: "gpu", Request: "r"}}}},
+		{{Requests: corev1.ResourceList{"cpu": resource.MustParse("1")}}, {Requests: corev1.ResourceList{"memory": resource.MustParse("1")}}},
+	}
+	for range 2000 {
+		var a, b corev1.ResourceRequirements
+		f.Fill(&a)
+		f.Fill(&b)
+		pairs = append(pairs, [2]corev1.ResourceRequirements{a, b}, [2]corev1.ResourceRequirements{a, *a.DeepCopy()})
+	}
+	equal := 0
+	for _, p := range pairs {
+		want := equality.Semantic.DeepEqual(p[0], p[1])
+		if got := sameResources(&p[0], &p[1]); got != want {
+			t.Fatalf("sameResources(%v, %v) = %v, equality.Semantic.DeepEqual says %v", p[0], p[1], got, want)
+		}
+		if want {
+			equal++
+		}
+	}
+	if equal < 2000 {
+		t.Errorf("only %d equal pairs", equal)
 	}
 }

@@ -157,8 +157,12 @@ func (h *reviewHTTP) fail(w http.ResponseWriter, err error) {
 	h.write(w, admissionv1.AdmissionReview{Response: &resp.AdmissionResponse})
 }
 
-// write encodes the answer.
+// write encodes the answer: by appendReview where it can, else by
+// encoding/json.
 func (h *reviewHTTP) write(w http.ResponseWriter, ar admissionv1.AdmissionReview) {
+	if h.writeAppended(w, &ar) {
+		return
+	}
 	buf := buffers.Get().(*bytes.Buffer)
 	defer putBuffer(buf)
 	if err := json.NewEncoder(buf).Encode(ar); err != nil {
@@ -166,7 +170,12 @@ func (h *reviewHTTP) write(w http.ResponseWriter, ar admissionv1.AdmissionReview
 		http.Error(w, "unable to encode the response", http.StatusInternalServerError)
 		return
 	}
-	if _, err := w.Write(buf.Bytes()); err != nil {
+	h.send(w, buf.Bytes())
+}
+
+// send writes the encoded answer.
+func (h *reviewHTTP) send(w http.ResponseWriter, b []byte) {
+	if _, err := w.Write(b); err != nil {
 		h.log.V(1).Info("unable to write the response", "error", err.Error())
 	}
 }
