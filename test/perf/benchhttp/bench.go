@@ -62,9 +62,12 @@ func bench(ctx context.Context, o options) error {
 		{name: "floor answering with /mutate's patch", profile: "floor-answer", mode: "serve-floor-answer", path: "/", body: same(mutate)},
 		{name: webhook.MutatePath + " (vLLM Deployment)", profile: "mutate", mode: "serve-modelgate", path: webhook.MutatePath, body: same(mutate)},
 	}
-	// /validate under the library, the injected Deployment: the decision
-	// cache off (every review evaluated, the baseline), then on under each
-	// share of repeats.
+	// /validate under the library, the injected Deployment: the same
+	// no-op server sent /validate's larger review (what the body's size
+	// costs any server), the decision cache off (every review evaluated,
+	// the baseline), then on under each share of repeats.
+	targets = append(targets, target{name: "floor sent " + webhook.ValidatePath + "'s review", profile: "floor-validate",
+		mode: "serve-floor", path: "/", body: same(validate)})
 	targets = append(targets, target{name: webhook.ValidatePath + " cache off", profile: "validate-nocache",
 		mode: "serve-modelgate-nocache", path: webhook.ValidatePath, body: same(validate)})
 	for i, m := range loads {
