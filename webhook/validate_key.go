@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -81,11 +82,7 @@ func putKeyBuffer(r *policies.RawReview) {
 }
 
 func appendUvarint(buf []byte, n int) []byte {
-	for n >= 0x80 {
-		buf = append(buf, byte(n)|0x80)
-		n >>= 7
-	}
-	return append(buf, byte(n))
+	return binary.AppendUvarint(buf, uint64(n)) //nolint:gosec // n is always a len(), never negative
 }
 
 // newKeySalt is a handler's own salt: decisions another handler (another

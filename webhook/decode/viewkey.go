@@ -354,10 +354,10 @@ func (s *keyScan) skip(i int) (int, bool) {
 	if i >= len(s.raw) {
 		return i, false
 	}
-	switch c := s.raw[i]; {
-	case c == '"':
+	switch s.raw[i] {
+	case '"':
 		return s.str(i)
-	case c == '{' || c == '[':
+	case '{', '[':
 		raw, depth := s.raw, 0
 		for j := i; j < len(raw); j++ {
 			switch raw[j] {
