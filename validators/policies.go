@@ -72,6 +72,12 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 	if w.Claims != nil {
 		claims = w.Claims
 	}
+	// The set is read once: the view is built for the keys its policies
+	// read, and the same set evaluates it.
+	set := w.Set
+	if set == nil {
+		set = p.Engine.Set()
+	}
 	view := workload.Build(workload.Source{
 		Kind:             w.Kind,
 		APIVersion:       w.APIVersion,
@@ -87,13 +93,14 @@ func (p *Policies) Check(ctx context.Context, w *Workload) policies.Decision {
 		GPU:              p.GPU,
 		Claims:           claims,
 		Sealed:           p.Seal.Verify(w.Namespace, w.Object),
+		Reads:            set.ReadsWorkloadKey,
 	})
 	d := p.Engine.Evaluate(ctx, policies.Review{
 		Kind:            w.Kind,
 		Namespace:       w.Namespace,
 		NamespaceLabels: w.NamespaceLabels,
 		View:            view,
-		Set:             w.Set,
+		Set:             set,
 		Object:          w.Raw,
 		OldObject:       w.OldRaw,
 		Raw:             w.Key,

@@ -31,7 +31,8 @@ func Build(s Source) *View {
 	injected := false
 	if s.Sealed {
 		owner, team = obj.Labels[annotations.OwnerLabel], obj.Labels[annotations.TeamLabel]
-		injected = validRecord(obj.Annotations[annotations.Injected])
+		// Parsing the record is left out when no policy reads it.
+		injected = (s.Reads == nil || s.Reads("injected")) && validRecord(obj.Annotations[annotations.Injected])
 	}
 	devices, unresolved := claimDevices(&s, spec)
 	v := &View{

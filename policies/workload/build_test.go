@@ -355,6 +355,31 @@ func TestBuildTrustsOnlySealedMetadata(t *testing.T) {
 	}
 }
 
+// TestBuildReadsOnlyWhatIsRead: a view built for the keys a set reads
+// leaves the record unparsed when no policy reads injected, and equals the
+// whole view in every key that is read.
+func TestBuildReadsOnlyWhatIsRead(t *testing.T) {
+	meta := &metav1.ObjectMeta{
+		Labels:      map[string]string{annotations.OwnerLabel: "ceo"},
+		Annotations: map[string]string{annotations.Injected: testRecord},
+	}
+	whole := Build(Source{Kind: "Pod", Object: meta, Sealed: true})
+	for name, reads := range map[string]func(string) bool{
+		"injected read":     func(k string) bool { return k == "injected" || k == "owner" },
+		"injected not read": func(k string) bool { return k == "owner" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := Build(Source{Kind: "Pod", Object: meta, Sealed: true, Reads: reads})
+			if diff := cmp.Diff(whole.ValueOf(reads).String(), v.ValueOf(reads).String()); diff != "" {
+				t.Errorf("the value of the keys read (-whole +built for them):\n%s", diff)
+			}
+			if got := v.Injected; got != reads("injected") {
+				t.Errorf("Injected = %t, want it built only when read", got)
+			}
+		})
+	}
+}
+
 // GPUs a pod asks for other than by the configured resource still count:
 // NVIDIA MIG instances are GPU devices, dynamic resource allocation claims
 // are listed, and containers kubectl debug adds are in the view.

@@ -58,6 +58,10 @@ type Source struct {
 	// (internal/seal): only then do its owner, team and injection record
 	// reach the view, so a hand-written one reads as absent.
 	Sealed bool
+	// Reads, when set, reports the top-level keys the view will be read
+	// by (ValueOf and AppendKey with the same function): a key it leaves
+	// out may be left zero. nil builds every key.
+	Reads func(key string) bool
 }
 
 // GPUKeys are the GPU vendor's names, from the Configuration. NVIDIA's are
