@@ -6,7 +6,8 @@
 // throughput and the ratio to the floor, the loader's peak RSS against
 // its bound (concurrency × part size + 64 MiB), the bytes re-fetched per
 // SIGKILL when a load is killed at random points and resumed, and the time
-// of a cache hit. `make bench-loader` runs it.
+// of a cache hit. `make bench-loader` runs it; --baseline measures a
+// second binary (an earlier commit's) in the same rounds, interleaved.
 package main
 
 import (
@@ -49,7 +50,8 @@ func main() {
 		sources  = flag.String("sources", "hf,s3", "the sources measured: hf (a fake Hub, with the resume and cache-hit figures), s3 (an S3 server in process, at GOMAXPROCS 1 and 2)")
 		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
 		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
-		profile  = flag.String("cpuprofile", "", "with s3: the loader's CPU profile of its last run at GOMAXPROCS=2 (modelgate load --cpuprofile)")
+		profile  = flag.String("cpuprofile", "", "the loader's CPU profile (modelgate load --cpuprofile) of its last hf round, and with s3 of its last run at GOMAXPROCS=2 (FILE.s3)")
+		baseline = flag.String("baseline", "", "another modelgate binary (an earlier commit's) measured on the hf model in the same rounds, interleaved with --modelgate")
 	)
 	flag.Parse()
 	if *floorRun {
@@ -59,7 +61,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources, *profile); err != nil {
+	if err := run(*binary, *baseline, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-loader:", err)
 		os.Exit(1)
 	}
@@ -67,14 +69,17 @@ func main() {
 
 type bench struct {
 	binary, uri, partSize string
-	conc                  int
-	hub                   *hubtest.Server
-	model                 []hubtest.File
-	total                 int64
-	base                  string
+	// profile, when set, is where the loader's next run writes its CPU
+	// profile.
+	profile string
+	conc    int
+	hub     *hubtest.Server
+	model   []hubtest.File
+	total   int64
+	base    string
 }
 
-func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources, profile string) error {
+func run(binary, baseline, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources, profile string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
@@ -92,18 +97,22 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 	}
 	srcs := strings.Split(sources, ",")
 	if slices.Contains(srcs, "hf") {
-		if err := runHF(binary, q, pq, nfiles, rounds, conc, part, kills, base); err != nil {
+		if err := runHF(binary, baseline, q, pq, nfiles, rounds, conc, part, kills, base, profile); err != nil {
 			return err
 		}
 	}
 	if slices.Contains(srcs, "s3") {
+		if profile != "" {
+			profile += ".s3"
+		}
 		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base, profile)
 	}
 	return nil
 }
 
-// runHF measures the loader on a model from a fake Hub.
-func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, part string, kills int, base string) error {
+// runHF measures the loader on a model from a fake Hub (and the baseline
+// binary, when given, in the same rounds).
+func runHF(binary, baseline string, q, pq resource.Quantity, nfiles, rounds, conc int, part string, kills int, base, profile string) error {
 	b := &bench{binary: binary, uri: "hf://bench/model", partSize: part, conc: conc, hub: hubtest.New(), base: base}
 	defer b.hub.Close()
 	b.model = append(b.model, hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"model_type":"llama"}`))})
@@ -118,10 +127,14 @@ func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, par
 	b.hub.AddRepo("bench/model", hubtest.OneCommit(b.model...))
 	fmt.Printf("model: %d files, %s (%s on a fake Hub on loopback; LFS files through its CDN)\n",
 		len(b.model), loader.HumanBytes(b.total), b.uri)
-	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n\n", binary, conc, part, rounds)
+	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n", binary, conc, part, rounds)
+	if baseline != "" {
+		fmt.Printf("baseline: %s, interleaved with the loader in every round\n", baseline)
+	}
+	fmt.Println()
 
-	var floor, floorSync, floorHash, load []time.Duration
-	var rss []int64
+	var floor, floorSync, floorHash []time.Duration
+	var load, old []runStats
 	for r := range rounds {
 		d, err := b.floor(fmt.Sprintf("floor-%d", r), false, false)
 		if err != nil {
@@ -138,29 +151,56 @@ func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, par
 			return err
 		}
 		floorHash = append(floorHash, d)
-		d, m, err := b.load(fmt.Sprintf("load-%d", r), true)
-		if err != nil {
-			return err
+		// The baseline first in even rounds and second in odd ones: neither
+		// always runs on the page cache and writeback the other left.
+		runs := []struct {
+			bin string
+			out *[]runStats
+		}{{binary, &load}, {baseline, &old}}
+		if r%2 == 0 {
+			runs[0], runs[1] = runs[1], runs[0]
 		}
-		load = append(load, d)
-		rss = append(rss, m)
+		for _, x := range runs {
+			if x.bin == "" {
+				continue
+			}
+			if x.bin == binary && r == rounds-1 {
+				b.profile = profile
+			}
+			m, err := b.load(fmt.Sprintf("load-%d", r), x.bin)
+			b.profile = ""
+			if err != nil {
+				return err
+			}
+			*x.out = append(*x.out, m)
+		}
 	}
-	hit, _, err := b.loadInto(filepath.Join(base, "load-0-kept"), true)
+	hit, err := b.loadInto(filepath.Join(base, "load-0-kept"), binary)
 	if err != nil {
 		return err
 	}
-	f, fs, fh, l := median(floor), median(floorSync), median(floorHash), median(load)
+	f, fs, fh := median(floor), median(floorSync), median(floorHash)
 	bound := int64(conc)*pq.Value() + 64<<20
-	fmt.Printf("%-34s %9s %12s %8s %12s\n", "", "time", "throughput", "ratio", "peak RSS")
-	row := func(name string, d time.Duration, rss string) {
-		fmt.Printf("%-34s %8.2fs %10s/s %7.2fx %12s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())), f.Seconds()/d.Seconds(), rss)
+	gb := float64(b.total) / 1e9
+	fmt.Printf("%-34s %9s %12s %8s %10s %10s\n", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
+	row := func(name string, d time.Duration, cpu string, rss string) {
+		fmt.Printf("%-34s %8.2fs %10s/s %7.2fx %10s %10s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())), f.Seconds()/d.Seconds(), cpu, rss)
 	}
-	row("floor: io.Copy per file", f, "")
-	row("floor: io.Copy per file + fsync", fs, "")
-	row("floor: + sha256 of each file", fh, "")
-	row("modelgate load", l, fmt.Sprintf("%d MiB", slices.Max(rss)>>20))
-	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", slices.Max(rss)>>20, bound>>20)
-	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.Seconds())
+	loadRow := func(name string, runs []runStats) {
+		m := medianBy(runs, runStats.wallTime)
+		rss := slices.MaxFunc(runs, func(a, b runStats) int { return cmp.Compare(a.rss, b.rss) }).rss
+		row(name, m.wall, fmt.Sprintf("%.2f", m.cpu.Seconds()/gb), fmt.Sprintf("%d MiB", rss>>20))
+	}
+	row("floor: io.Copy per file", f, "", "")
+	row("floor: io.Copy per file + fsync", fs, "", "")
+	row("floor: + sha256 of each file", fh, "", "")
+	if baseline != "" {
+		loadRow("baseline: modelgate load", old)
+	}
+	loadRow("modelgate load", load)
+	rss := slices.MaxFunc(load, func(a, b runStats) int { return cmp.Compare(a.rss, b.rss) }).rss
+	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", rss>>20, bound>>20)
+	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.wall.Seconds())
 	return b.killed(kills)
 }
 
@@ -205,43 +245,34 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
-// load runs the loader into a new directory and removes it after.
-func (b *bench) load(name string, wait bool) (time.Duration, int64, error) {
+// load runs a loader binary into a new directory and removes it after
+// (the first round's is kept, for the cache hit).
+func (b *bench) load(name, binary string) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer func() {
-		if name != "load-0" {
+		if name != "load-0" || binary != b.binary {
 			_ = os.RemoveAll(dest)
 		} else {
 			_ = os.Rename(dest, dest+"-kept")
 		}
 	}()
-	return b.loadInto(dest, wait)
+	return b.loadInto(dest, binary)
 }
 
-func (b *bench) command(dest string) *exec.Cmd {
-	cmd := exec.Command(b.binary, "load", "--uri="+b.uri, "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
+func (b *bench) command(dest, binary string) *exec.Cmd {
+	cmd := exec.Command(binary, "load", "--uri="+b.uri, "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
+	if b.profile != "" {
+		cmd.Args = append(cmd.Args, "--cpuprofile="+b.profile)
+	}
 	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+b.hub.URL())
 	return cmd
 }
 
-// loadInto runs the loader to completion and returns its time and peak
-// RSS.
-func (b *bench) loadInto(dest string, _ bool) (time.Duration, int64, error) {
-	cmd := b.command(dest)
-	out := &tail{}
-	cmd.Stdout, cmd.Stderr = out, out
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("modelgate load: %w\n%s", err, out)
-	}
-	d := time.Since(start)
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	var rss int64
-	if ru != nil {
-		rss = ru.Maxrss << 10
-	}
-	return d, rss, nil
+// loadInto runs a loader binary to completion: its time until it exited
+// with every byte on disk, its CPU time and its peak RSS.
+func (b *bench) loadInto(dest, binary string) (runStats, error) {
+	return watch(b.command(dest, binary))
 }
 
 // killed SIGKILLs a load at random points, resuming each time, and
@@ -253,17 +284,18 @@ func (b *bench) killed(kills int) error {
 	dest := filepath.Join(b.base, "killed")
 	defer os.RemoveAll(dest)
 	// Kill points spread over a typical load's duration.
-	d, _, err := b.loadInto(filepath.Join(b.base, "timing"), true)
+	t, err := b.loadInto(filepath.Join(b.base, "timing"), b.binary)
 	if err != nil {
 		return err
 	}
+	d := t.wall
 	_ = os.RemoveAll(filepath.Join(b.base, "timing"))
 	before := b.hub.BytesServed()
 	r := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // a schedule, not a secret
 	var lost, dropped int64
 	for range kills {
 		safe, servedBefore := onDisk(dest), b.hub.BytesServed()
-		cmd := b.command(dest)
+		cmd := b.command(dest, b.binary)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -278,7 +310,7 @@ func (b *bench) killed(kills int) error {
 		lost += (b.hub.BytesServed() - servedBefore) - kept
 		dropped += wrote - kept
 	}
-	if _, _, err := b.loadInto(dest, true); err != nil {
+	if _, err := b.loadInto(dest, b.binary); err != nil {
 		return err
 	}
 	served := b.hub.BytesServed() - before

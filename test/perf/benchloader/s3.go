@@ -43,15 +43,15 @@ type s3Bench struct {
 	base    string
 }
 
-// s3Run is one measured run: until the process exited with every byte on
+// runStats is one measured run: until the process exited with every byte on
 // disk, and what it cost.
-type s3Run struct {
+type runStats struct {
 	wall time.Duration
 	cpu  time.Duration
 	rss  int64
 }
 
-func (r s3Run) wallTime() time.Duration { return r.wall }
+func (r runStats) wallTime() time.Duration { return r.wall }
 
 func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
 	b := &s3Bench{binary: binary, partSize: part, conc: conc, base: base}
@@ -97,7 +97,7 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 		binary, s3Bucket, conc, part, rounds)
 	fmt.Printf("%-12s %-22s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
 	for _, procs := range []int{1, 2} {
-		var floors, loads []s3Run
+		var floors, loads []runStats
 		for r := range rounds {
 			if procs == 2 && r == rounds-1 {
 				b.profile = profile
@@ -113,9 +113,9 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 			}
 			loads = append(loads, l)
 		}
-		f, l := medianBy(floors, s3Run.wallTime), medianBy(loads, s3Run.wallTime)
+		f, l := medianBy(floors, runStats.wallTime), medianBy(loads, runStats.wallTime)
 		gb := float64(b.total) / 1e9
-		row := func(name string, r s3Run) {
+		row := func(name string, r runStats) {
 			fmt.Printf("%-12d %-22s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
 				loader.HumanBytes(int64(float64(b.total)/r.wall.Seconds())), f.wall.Seconds()/r.wall.Seconds(), r.cpu.Seconds()/gb, r.rss>>20)
 		}
@@ -127,12 +127,12 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 
 // floor runs this program's --get-floor in a process of its own, so that
 // its CPU and memory are its own.
-func (b *s3Bench) floor(name string, procs int) (s3Run, error) {
+func (b *s3Bench) floor(name string, procs int) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
 	self, err := os.Executable()
 	if err != nil {
-		return s3Run{}, err
+		return runStats{}, err
 	}
 	args := []string{"--get-floor", "--dest", dest}
 	for _, k := range b.keys {
@@ -142,7 +142,7 @@ func (b *s3Bench) floor(name string, procs int) (s3Run, error) {
 }
 
 // load runs the loader into a new directory and removes it after.
-func (b *s3Bench) load(name string, procs int) (s3Run, error) {
+func (b *s3Bench) load(name string, procs int) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
 	cmd := exec.Command(b.binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
@@ -157,17 +157,23 @@ func (b *s3Bench) load(name string, procs int) (s3Run, error) {
 
 // measure drops the page cache (as root), runs cmd with GOMAXPROCS=procs
 // and returns its wall time, CPU time (user + system) and peak RSS.
-func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (s3Run, error) {
+func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (runStats, error) {
 	dropCaches()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	return watch(cmd)
+}
+
+// watch runs cmd and returns its wall time, CPU time (user + system) and
+// peak RSS.
+func watch(cmd *exec.Cmd) (runStats, error) {
 	out := &tail{}
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return s3Run{}, err
+		return runStats{}, err
 	}
 	// The peak RSS is read from /proc while the process runs: its rusage
 	// counts this process's memory (the S3 server's objects) too, which
@@ -191,9 +197,9 @@ func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (s3Run, error) {
 	err := cmd.Wait()
 	close(done)
 	if err != nil {
-		return s3Run{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
+		return runStats{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
 	}
-	r := s3Run{wall: time.Since(start), rss: hwm.Load()}
+	r := runStats{wall: time.Since(start), rss: hwm.Load()}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
