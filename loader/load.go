@@ -335,7 +335,7 @@ func (l *loadRun) prepare(p *plan) ([]*fileJob, []*part, int64, error) {
 		}
 		parts = append(parts, todo...)
 	}
-	return jobs, parts, resumed, nil
+	return jobs, interleave(parts), resumed, nil
 }
 
 // doneIntact checks that a finished file is still where its record says:
