@@ -45,7 +45,7 @@ type Options struct {
 	MaxUnsynced int64
 	// ReorderBytes bounds the memory that holds bytes of files hashed in
 	// order (SHA-256, SHA-1, MD5) that arrived ahead of their hash (default
-	// 2 MiB per worker: 32 MiB at the default Concurrency), in slabs of
+	// 1 MiB per worker: 16 MiB at the default Concurrency), in slabs of
 	// 256 KiB; bytes it cannot hold are read back from disk. Negative:
 	// none, every byte ahead of its hash is read back.
 	ReorderBytes int64
