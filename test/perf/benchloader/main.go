@@ -2,8 +2,10 @@
 // init container runs it) against a floor, side by side in one run: a
 // multi-file model from a fake Hugging Face Hub on loopback (LFS files
 // through its CDN), loaded by the loader and copied by a plain io.Copy of
-// the same bytes from the same server to the same disk. It reports
-// throughput and the ratio to the floor, the loader's peak RSS against
+// the same bytes from the same server to the same disk (the loader's time
+// is until its bytes are on disk: it syncs them before it exits; so is the
+// floor's that syncs every file once all are written). It reports
+// throughput and the ratios to the floors, the loader's peak RSS against
 // its bound (concurrency × part size + 64 MiB), the bytes re-fetched per
 // SIGKILL when a load is killed at random points and resumed, and the time
 // of a cache hit. `make bench-loader` runs it; --baseline measures a
@@ -133,24 +135,19 @@ func runHF(binary, baseline string, q, pq resource.Quantity, nfiles, rounds, con
 	}
 	fmt.Println()
 
-	var floor, floorSync, floorHash []time.Duration
+	var floor, floorEnd, floorSync, floorHash []time.Duration
 	var load, old []runStats
 	for r := range rounds {
-		d, err := b.floor(fmt.Sprintf("floor-%d", r), false, false)
-		if err != nil {
-			return err
+		for _, x := range []struct {
+			kind floorKind
+			out  *[]time.Duration
+		}{{floorCopy, &floor}, {floorSyncAtEnd, &floorEnd}, {floorSyncEach, &floorSync}, {floorSyncHash, &floorHash}} {
+			d, err := b.floor(fmt.Sprintf("floor-%d-%d", x.kind, r), x.kind)
+			if err != nil {
+				return err
+			}
+			*x.out = append(*x.out, d)
 		}
-		floor = append(floor, d)
-		d, err = b.floor(fmt.Sprintf("floor-sync-%d", r), true, false)
-		if err != nil {
-			return err
-		}
-		floorSync = append(floorSync, d)
-		d, err = b.floor(fmt.Sprintf("floor-hash-%d", r), true, true)
-		if err != nil {
-			return err
-		}
-		floorHash = append(floorHash, d)
 		// The baseline first in even rounds and second in odd ones: neither
 		// always runs on the page cache and writeback the other left.
 		runs := []struct {
@@ -179,12 +176,13 @@ func runHF(binary, baseline string, q, pq resource.Quantity, nfiles, rounds, con
 	if err != nil {
 		return err
 	}
-	f, fs, fh := median(floor), median(floorSync), median(floorHash)
+	f, fe, fs, fh := median(floor), median(floorEnd), median(floorSync), median(floorHash)
 	bound := int64(conc)*pq.Value() + 64<<20
 	gb := float64(b.total) / 1e9
-	fmt.Printf("%-34s %9s %12s %8s %10s %10s\n", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
+	fmt.Printf("%-38s %9s %12s %8s %10s %10s %10s\n", "", "time", "throughput", "ratio", "to synced", "CPU s/GB", "peak RSS")
 	row := func(name string, d time.Duration, cpu string, rss string) {
-		fmt.Printf("%-34s %8.2fs %10s/s %7.2fx %10s %10s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())), f.Seconds()/d.Seconds(), cpu, rss)
+		fmt.Printf("%-38s %8.2fs %10s/s %7.2fx %9.2fx %10s %10s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())),
+			f.Seconds()/d.Seconds(), fe.Seconds()/d.Seconds(), cpu, rss)
 	}
 	loadRow := func(name string, runs []runStats) {
 		m := medianBy(runs, runStats.wallTime)
@@ -192,22 +190,28 @@ func runHF(binary, baseline string, q, pq resource.Quantity, nfiles, rounds, con
 		row(name, m.wall, fmt.Sprintf("%.2f", m.cpu.Seconds()/gb), fmt.Sprintf("%d MiB", rss>>20))
 	}
 	row("floor: io.Copy per file", f, "", "")
+	row("floor: + fsync of every file at the end", fe, "", "")
 	row("floor: io.Copy per file + fsync", fs, "", "")
 	row("floor: + sha256 of each file", fh, "", "")
 	if baseline != "" {
 		loadRow("baseline: modelgate load", old)
 	}
-	loadRow("modelgate load", load)
+	loadRow("modelgate load (until on disk)", load)
 	rss := slices.MaxFunc(load, func(a, b runStats) int { return cmp.Compare(a.rss, b.rss) }).rss
 	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", rss>>20, bound>>20)
+	if h := load[len(load)-1].hashing; h != "" {
+		fmt.Printf("how the loader's last round hashed: %s\n", h)
+	}
 	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.wall.Seconds())
 	return b.killed(kills)
 }
 
 // floor copies every file of the model with one GET and one io.Copy each,
-// as a plain client would, optionally fsyncing and hashing each file (the
-// work the loader cannot skip: durability and verification).
-func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
+// as a plain client would; how says what it also does: fsync each file
+// after it is written, or only once all are (the bytes on disk, at the
+// disk's pace with nothing else to wait for), and hash each file (the work
+// the loader cannot skip: durability and verification).
+func (b *bench) floor(name string, how floorKind) (time.Duration, error) {
 	dest := filepath.Join(b.base, name)
 	if err := os.MkdirAll(dest, 0o755); err != nil { //nolint:gosec // a benchmark scratch directory
 		return 0, err
@@ -215,6 +219,12 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 	defer os.RemoveAll(dest)
 	client := &http.Client{}
 	commit := hubtest.OneCommit(b.model...).Refs["main"]
+	var written []*os.File
+	defer func() {
+		for _, f := range written {
+			_ = f.Close()
+		}
+	}()
 	start := time.Now()
 	for _, f := range b.model {
 		resp, err := client.Get(b.hub.URL() + "/bench/model/resolve/" + commit + "/" + f.Path)
@@ -225,25 +235,40 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
+		written = append(written, out)
 		var w io.Writer = out
-		if hash {
+		if how == floorSyncHash {
 			w = io.MultiWriter(out, sha256.New())
 		}
 		if _, err := io.Copy(w, resp.Body); err != nil {
 			return 0, err
 		}
 		_ = resp.Body.Close()
-		if sync {
+		if how == floorSyncEach || how == floorSyncHash {
 			if err := out.Sync(); err != nil {
 				return 0, err
 			}
 		}
-		if err := out.Close(); err != nil {
-			return 0, err
+	}
+	if how == floorSyncAtEnd {
+		for _, f := range written {
+			if err := f.Sync(); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return time.Since(start), nil
 }
+
+// floorKind is what a floor does besides copying.
+type floorKind int
+
+const (
+	floorCopy      floorKind = iota // nothing: the bytes are in the page cache
+	floorSyncAtEnd                  // fsync every file once all are written
+	floorSyncEach                   // fsync each file after it is written
+	floorSyncHash                   // fsync and SHA-256 each file
+)
 
 // load runs a loader binary into a new directory and removes it after
 // (the first round's is kept, for the cache hit).

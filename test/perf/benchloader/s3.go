@@ -49,6 +49,9 @@ type runStats struct {
 	wall time.Duration
 	cpu  time.Duration
 	rss  int64
+	// hashing is the loader's "hashed in order" line, when it logged one:
+	// how the bytes reached their hashes.
+	hashing string
 }
 
 func (r runStats) wallTime() time.Duration { return r.wall }
@@ -200,6 +203,11 @@ func watch(cmd *exec.Cmd) (runStats, error) {
 		return runStats{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
 	}
 	r := runStats{wall: time.Since(start), rss: hwm.Load()}
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if strings.Contains(line, `"hashed in order"`) {
+			r.hashing = line
+		}
+	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
