@@ -53,7 +53,7 @@ func main() {
 		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
 		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
 		profile  = flag.String("cpuprofile", "", "the loader's CPU profile (modelgate load --cpuprofile) of its last hf round, and with s3 of its last run at GOMAXPROCS=2 (FILE.s3)")
-		baseline = flag.String("baseline", "", "another modelgate binary (an earlier commit's) measured on the hf model in the same rounds, interleaved with --modelgate")
+		baseline = flag.String("baseline", "", "another modelgate binary (an earlier commit's) measured in the same rounds, interleaved with --modelgate")
 	)
 	flag.Parse()
 	if *floorRun {
@@ -107,7 +107,7 @@ func run(binary, baseline, size string, nfiles, rounds, conc int, part string, k
 		if profile != "" {
 			profile += ".s3"
 		}
-		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base, profile)
+		return runS3(binary, baseline, q.Value(), nfiles, rounds, conc, part, base, profile)
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ const s3Bucket = "bench-models"
 // memory, on loopback), each object with the full-object CRC64NVME
 // checksum S3 computes for every new upload, and its MD5 ETag.
 type s3Bench struct {
-	binary, partSize string
+	partSize string
 	// profile, when set, is where the loader's last run writes its CPU
 	// profile (--cpuprofile).
 	profile string
@@ -56,8 +56,8 @@ type runStats struct {
 
 func (r runStats) wallTime() time.Duration { return r.wall }
 
-func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
-	b := &s3Bench{binary: binary, partSize: part, conc: conc, base: base}
+func runS3(binary, baseline string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
+	b := &s3Bench{partSize: part, conc: conc, base: base}
 	backend := s3mem.New()
 	if err := backend.CreateBucket(s3Bucket); err != nil {
 		return err
@@ -98,31 +98,50 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 	fmt.Printf("floor: one plain GET of each object after the other, written to disk and fsynced (%s --get-floor)\n", filepath.Base(os.Args[0]))
 	fmt.Printf("loader: %s load --uri=s3://%s/bench/model --dest=DIR --concurrency=%d --part-size=%s; page cache dropped before each run when root; %d rounds, median\n\n",
 		binary, s3Bucket, conc, part, rounds)
-	fmt.Printf("%-12s %-22s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
+	if baseline != "" {
+		fmt.Printf("baseline: %s, interleaved with the loader in every round\n\n", baseline)
+	}
+	fmt.Printf("%-12s %-26s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
 	for _, procs := range []int{1, 2} {
-		var floors, loads []runStats
+		var floors, loads, old []runStats
 		for r := range rounds {
-			if procs == 2 && r == rounds-1 {
-				b.profile = profile
-			}
 			f, err := b.floor(fmt.Sprintf("s3-floor-%d-%d", procs, r), procs)
 			if err != nil {
 				return err
 			}
 			floors = append(floors, f)
-			l, err := b.load(fmt.Sprintf("s3-load-%d-%d", procs, r), procs)
-			if err != nil {
-				return err
+			runs := []struct {
+				bin string
+				out *[]runStats
+			}{{binary, &loads}, {baseline, &old}}
+			if r%2 == 0 {
+				runs[0], runs[1] = runs[1], runs[0]
 			}
-			loads = append(loads, l)
+			for _, x := range runs {
+				if x.bin == "" {
+					continue
+				}
+				if x.bin == binary && procs == 2 && r == rounds-1 {
+					b.profile = profile
+				}
+				l, err := b.load(fmt.Sprintf("s3-load-%d-%d", procs, r), x.bin, procs)
+				b.profile = ""
+				if err != nil {
+					return err
+				}
+				*x.out = append(*x.out, l)
+			}
 		}
 		f, l := medianBy(floors, runStats.wallTime), medianBy(loads, runStats.wallTime)
 		gb := float64(b.total) / 1e9
 		row := func(name string, r runStats) {
-			fmt.Printf("%-12d %-22s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
+			fmt.Printf("%-12d %-26s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
 				loader.HumanBytes(int64(float64(b.total)/r.wall.Seconds())), f.wall.Seconds()/r.wall.Seconds(), r.cpu.Seconds()/gb, r.rss>>20)
 		}
 		row("floor: GET + fsync", f)
+		if baseline != "" {
+			row("baseline: modelgate load", medianBy(old, runStats.wallTime))
+		}
 		row("modelgate load", l)
 	}
 	return nil
@@ -144,11 +163,11 @@ func (b *s3Bench) floor(name string, procs int) (runStats, error) {
 	return b.measure(exec.Command(self, args...), procs) //nolint:gosec // this program, re-run
 }
 
-// load runs the loader into a new directory and removes it after.
-func (b *s3Bench) load(name string, procs int) (runStats, error) {
+// load runs a loader binary into a new directory and removes it after.
+func (b *s3Bench) load(name, binary string, procs int) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
-	cmd := exec.Command(b.binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
+	cmd := exec.Command(binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
 	if b.profile != "" {
 		cmd.Args = append(cmd.Args, "--cpuprofile="+b.profile)
