@@ -52,7 +52,7 @@ func main() {
 		sources  = flag.String("sources", "hf,s3", "the sources measured: hf (a fake Hub, with the resume and cache-hit figures), s3 (an S3 server in process, at GOMAXPROCS 1 and 2)")
 		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
 		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
-		profile  = flag.String("cpuprofile", "", "the loader's CPU profile (modelgate load --cpuprofile) of its last hf round, and with s3 of its last run at GOMAXPROCS=2 (FILE.s3)")
+		profile  = flag.String("cpuprofile", "", "the loader's CPU profile (modelgate load --cpuprofile) of its last hf round, and of its last s3 run at GOMAXPROCS=2 (in FILE.s3 when both are measured)")
 		baseline = flag.String("baseline", "", "another modelgate binary (an earlier commit's) measured in the same rounds, interleaved with --modelgate")
 	)
 	flag.Parse()
@@ -104,8 +104,8 @@ func run(binary, baseline, size string, nfiles, rounds, conc int, part string, k
 		}
 	}
 	if slices.Contains(srcs, "s3") {
-		if profile != "" {
-			profile += ".s3"
+		if profile != "" && slices.Contains(srcs, "hf") {
+			profile += ".s3" // FILE is the hf round's
 		}
 		return runS3(binary, baseline, q.Value(), nfiles, rounds, conc, part, base, profile)
 	}
