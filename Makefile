@@ -267,8 +267,8 @@ bench-e2e: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) ## Measure admission latency an
 		--backstop-rounds $${BENCH_BACKSTOP_ROUNDS:-$${BENCH_ROUNDS:-2}}
 
 .PHONY: bench-loader
-bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model against a floor in the same run: from a fake Hub (throughput, peak RSS, re-fetch per SIGKILL, cache hit) and from an S3 server in process (until on disk, CPU s/GB, peak RSS, at GOMAXPROCS 1 and 2).
-	$(GO) run ./test/perf/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3}
+bench-loader: build ## Measure `modelgate load` (bin/modelgate) on a BENCH_LOADER_SIZE (2Gi) model against floors in the same run: from a fake Hub (until on disk, CPU s/GB, peak RSS, re-fetch per SIGKILL, cache hit) and from an S3 server in process (the same, at GOMAXPROCS 1 and 2); BENCH_LOADER_FLAGS, e.g. --baseline BIN (an earlier commit's loader, interleaved) --cpuprofile FILE.
+	$(GO) run ./test/perf/benchloader --modelgate $(LOCALBIN)/modelgate --size $${BENCH_LOADER_SIZE:-2Gi} --rounds $${BENCH_ROUNDS:-3} $(BENCH_LOADER_FLAGS)
 
 .PHONY: bench-node
 bench-node: build $(ENVTEST_DEPS) $(CLUSTER_DEPS) $(REAL_NODE_DEPS) ## As root: time an injected vLLM Deployment (BENCH_NODE_SIZE, 1Gi, model) from create to Ready on the simulated cluster's real node, step by step, the loader in its container against the host in one run, and the kubelet's and containerd's memory.

@@ -26,6 +26,9 @@ type engine struct {
 	log   logr.Logger
 	sched *scheduler
 	dog   *watchdog
+	// rb holds bytes of files hashed in order that arrived ahead of their
+	// hash.
+	rb *reorderBuffer
 
 	fetched atomic.Int64 // bytes read from the source in this run
 	written atomic.Int64 // bytes of files on disk, resumed ones included
@@ -164,6 +167,7 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*partSum, erro
 			if ps != nil {
 				ps.reset()
 			}
+			j.restart()
 		}
 		rctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -186,8 +190,10 @@ func (e *engine) fetch(ctx context.Context, p *part, buf []byte) (*partSum, erro
 				if ps != nil {
 					ps.write(buf[:k])
 				}
+				if err := j.arrived(p.idx, p.off+got, buf[:k], got+int64(k)); err != nil {
+					return err
+				}
 				got += int64(k)
-				j.got[p.idx].Store(got)
 				j.dirty.Store(true)
 				e.fetched.Add(int64(k))
 				e.written.Add(int64(k))

@@ -29,15 +29,27 @@ type fileJob struct {
 	// dirty says bytes arrived since the last checkpoint.
 	dirty atomic.Bool
 
-	mu      sync.Mutex
-	fh      *os.File
-	done    []bool
+	mu    sync.Mutex
+	fh    *os.File
+	done  []bool
+	ndone int // parts done
+	// hashed is how far the file is hashed (or its parts combined), and
+	// hashing says a worker is feeding its hashes: one at a time.
 	hashed  int64
 	hashing bool
-	hs      *hashSet
-	snap    map[Algorithm][]byte // hs's state at snapAt
-	snapAt  int64
-	retried bool // verification failed once and the file was fetched again
+	// completed says one caller of partDone was told the file is whole and
+	// hashed.
+	completed bool
+	hs        *hashSet
+	snap      map[Algorithm][]byte // hs's state at snapAt
+	snapAt    int64
+	retried   bool // verification failed once and the file was fetched again
+	// rb is the reorder buffer the files hashed in order share; segs holds
+	// each part's bytes in it, in order of offset, and cur the slab its
+	// next bytes go to (see inorder.go).
+	rb   *reorderBuffer
+	segs map[int][]segment
+	cur  map[int]*slab
 	// partSum is, for each part when the file is verified part by part
 	// (its digest is a CRC, or a Composite), the part's CRC or digest,
 	// computed as its bytes arrived (summed[i] says it is known): the
@@ -77,7 +89,7 @@ func newFileJob(f *File, id, target string, partSize int64) *fileJob {
 	n := int((f.Size + partSize - 1) / partSize)
 	j := &fileJob{f: f, id: id, target: target, partSize: partSize, nparts: n, done: make([]bool, n),
 		got: make([]atomic.Int64, n), hs: newHashSet(f), partSum: make([]partSum, n), summed: make([]bool, n),
-		composite: composite}
+		composite: composite, rb: newReorderBuffer(0, reorderSlab)}
 	if a, ok := cheapest(f); ok {
 		j.crcKind = crcKinds[a]
 	}
@@ -187,7 +199,7 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 				j.got[i].Store(max(g, 0))
 			}
 		}
-		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.composite == nil && j.hs.restore(ck.HashState) {
+		if ck.Hashed > 0 && ck.Hashed <= j.f.Size && j.composite == nil && j.onDisk(ck.Hashed) && j.hs.restore(ck.HashState) {
 			// A composite's part digests are not checkpointed: every part
 			// is summed again, the ones on disk read back.
 			j.hashed, j.snap, j.snapAt = ck.Hashed, ck.HashState, ck.Hashed
@@ -208,6 +220,7 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 	for i := range j.nparts {
 		off, n := j.partRange(i)
 		if j.done[i] {
+			j.ndone++
 			have += n
 			continue
 		}
@@ -216,6 +229,22 @@ func (j *fileJob) open(root *os.Root) ([]*part, int64, error) {
 		todo = append(todo, &part{job: j, idx: i, off: off, n: n, skip: skip})
 	}
 	return todo, have, nil
+}
+
+// onDisk reports whether a checkpoint records every byte before end on
+// disk: the parts done, and the prefix of the part end falls in. A hash
+// state over more is not believed.
+func (j *fileJob) onDisk(end int64) bool {
+	for i := range j.nparts {
+		off, n := j.partRange(i)
+		if off >= end {
+			break
+		}
+		if !j.done[i] && j.got[i].Load() < min(n, end-off) {
+			return false
+		}
+	}
+	return true
 }
 
 // contiguous is the end of the prefix of parts on disk. j.mu is held.
@@ -232,55 +261,58 @@ func (j *fileJob) contiguous() int64 {
 }
 
 // partDone records part i on disk (none when i < 0), with what its bytes
-// summed to when sum is not nil, and hashes whatever prefix became
-// contiguous. It reports whether the whole file is now hashed (exactly one
-// caller sees true).
+// summed to when sum is not nil, and hashes whatever became contiguous:
+// reading back what a file hashed in order has on disk at its hash's
+// position, summing or combining a file verified part by part. It reports
+// whether the whole file is now on disk and hashed (exactly one caller
+// sees true).
 func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err error) {
 	j.mu.Lock()
-	if i >= 0 {
+	defer j.mu.Unlock()
+	if i >= 0 && !j.done[i] {
 		j.done[i] = true
+		j.ndone++
 		if sum != nil {
 			j.partSum[i], j.summed[i] = *sum, true
 		}
 	}
-	if j.hashing {
-		j.mu.Unlock()
+	if !j.hashing {
+		// Else the worker hashing will see this part, or will call
+		// partDone itself: a worker hashing from arrived has a part to finish.
+		j.hashing = true
+		switch {
+		case j.inOrder():
+			err = j.drain(nil, 0, buf)
+		case j.byParts():
+			err = j.combineParts(buf)
+		default:
+			// Nothing to compute: the source vouches for nothing Load knows.
+			j.hashed = j.contiguous()
+			j.snapAt = j.hashed
+		}
+		j.hashing = false
+		if err != nil {
+			return false, err
+		}
+	}
+	if j.completed || j.hashed < j.f.Size || j.ndone < j.nparts {
 		return false, nil
 	}
-	j.hashing = true
-	defer func() {
-		j.hashing = false
-		j.mu.Unlock()
-	}()
+	j.completed = true
+	return true, nil
+}
+
+// combineParts combines, in order, the CRCs of the parts summed as they
+// arrived (microseconds each) or keeps a Composite's digests, under j.mu;
+// the first part that was not summed (an earlier run fetched it) is read
+// back outside it. j.mu and the hashing token are held.
+func (j *fileJob) combineParts(buf []byte) error {
 	for {
 		end := j.contiguous()
 		if end <= j.hashed {
-			break
+			return nil
 		}
 		start := j.hashed
-		if !j.byParts() && len(j.hs.hs) == 0 {
-			// Nothing to compute: the source vouches for nothing Load knows.
-			j.hashed, j.snapAt = end, end
-			continue
-		}
-		if !j.byParts() {
-			j.mu.Unlock()
-			err := j.readBack(j.hs.Write, start, end, buf)
-			var st map[Algorithm][]byte
-			if err == nil {
-				startWriteback(j.fh, start, end-start)
-				st, err = j.hs.state()
-			}
-			j.mu.Lock()
-			if err != nil {
-				return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
-			}
-			j.hashed, j.snap, j.snapAt = end, st, end
-			continue
-		}
-		// Part by part: the parts summed as they arrived are combined (a
-		// CRC: microseconds each) or kept (a Composite's digests) under
-		// j.mu; the first that was not is read back outside it.
 		crc := j.hs.crc()
 		for start < end {
 			k := int(start / j.partSize)
@@ -296,7 +328,7 @@ func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err 
 		if start > j.hashed {
 			st, serr := j.hs.state()
 			if serr != nil {
-				return false, fmt.Errorf("%s: %w", j.f.Path, serr)
+				return fmt.Errorf("%s: %w", j.f.Path, serr)
 			}
 			from := j.hashed
 			j.hashed, j.snap, j.snapAt = start, st, start
@@ -312,11 +344,10 @@ func (j *fileJob) partDone(i int, buf []byte, sum *partSum) (complete bool, err 
 		err := j.readBack(ps.write, off, off+n, buf)
 		j.mu.Lock()
 		if err != nil {
-			return false, fmt.Errorf("%s: reading back: %w", j.f.Path, err)
+			return fmt.Errorf("%s: reading back: %w", j.f.Path, err)
 		}
 		j.partSum[k], j.summed[k] = *ps.result(), true
 	}
-	return j.hashed == j.f.Size, nil
 }
 
 // readBack feeds the bytes [start, end) of the partial file to feed, a
@@ -406,8 +437,9 @@ func (j *fileJob) reset(root *os.Root) ([]*part, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.retried = true
-	j.done = make([]bool, j.nparts)
+	j.done, j.ndone, j.completed = make([]bool, j.nparts), 0, false
 	j.hashed, j.snap, j.snapAt = 0, nil, 0
+	j.dropSegments()
 	for i := range j.got {
 		j.got[i].Store(0)
 	}

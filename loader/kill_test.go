@@ -71,10 +71,12 @@ func TestKillAndResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	// SHA-256 is hashed reading the contiguous prefix back; CRC64NVME is
-	// summed per part as it arrives and combined, a part an earlier run
-	// fetched (or began) read back; a multipart ETag's parts (not the
-	// loader's part size) are each summed the same way.
+	// SHA-256 is hashed in order as the bytes arrive, those ahead of the
+	// hash buffered or read back, and resumes from a hash state a kill may
+	// leave in the middle of a part; CRC64NVME is summed per part as it
+	// arrives and combined, a part an earlier run fetched (or began) read
+	// back; a multipart ETag's parts (not the loader's part size) are each
+	// summed the same way.
 	for _, digest := range []loader.Algorithm{loader.SHA256, loader.CRC64NVME, compositeMD5} {
 		t.Run(string(digest), func(t *testing.T) { killAndResume(t, digest) })
 	}

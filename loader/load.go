@@ -43,6 +43,12 @@ type Options struct {
 	// A disk slower than the network then paces the load, and neither the
 	// dirty page cache nor what a kill loses grows with the model.
 	MaxUnsynced int64
+	// ReorderBytes bounds the memory that holds bytes of files hashed in
+	// order (SHA-256, SHA-1, MD5) that arrived ahead of their hash (default
+	// 1 MiB per worker: 16 MiB at the default Concurrency), in slabs of
+	// 256 KiB; bytes it cannot hold are read back from disk. Negative:
+	// none, every byte ahead of its hash is read back.
+	ReorderBytes int64
 	// StallTimeout cancels and retries a request that receives no byte
 	// for this long (default 60 s).
 	StallTimeout time.Duration
@@ -87,6 +93,9 @@ func (o *Options) defaults() error {
 	if o.MaxUnsynced <= 0 {
 		o.MaxUnsynced = 4 * o.CheckpointBytes
 	}
+	if o.ReorderBytes == 0 {
+		o.ReorderBytes = int64(o.Concurrency) * reorderPerWorker
+	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
 	}
@@ -126,7 +135,10 @@ type Result struct {
 	// Verified counts the files checked against a digest the source
 	// vouched for; the others were only checked for size.
 	Verified int
-	Elapsed  time.Duration
+	// InOrder says how the bytes of files hashed in order reached their
+	// hash, and what the reorder buffer held.
+	InOrder InOrderStats
+	Elapsed time.Duration
 	// CacheHit says the destination already held the model (a matching,
 	// intact manifest): nothing was fetched. Waited says another loader
 	// fetched it while this one waited.
@@ -185,7 +197,8 @@ func Load(ctx context.Context, src Source, o Options) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l := &loadRun{o: &o, src: src, root: root, lease: lease, log: log, start: start,
-		eng: &engine{o: &o, src: src, root: root, log: log, results: map[string]*doneRecord{}}}
+		eng: &engine{o: &o, src: src, root: root, log: log, results: map[string]*doneRecord{},
+			rb: newReorderBuffer(o.ReorderBytes, reorderSlab)}}
 	l.phase.Store("listing")
 	go l.report(ctx, cancel)
 	res, err := l.run(ctx)
@@ -255,6 +268,11 @@ func (l *loadRun) run(ctx context.Context) (*Result, error) {
 	if err := l.eng.run(ctx, jobs, parts); err != nil {
 		return nil, err
 	}
+	st := l.eng.rb.stats()
+	if st.AsArrived+st.Buffered+st.ReadBack > 0 {
+		l.log.Info("hashed in order", "asArrived", st.AsArrived, "fromBuffer", st.Buffered, "readBack", st.ReadBack,
+			"bufferPeak", st.BufferPeak, "bufferBound", st.BufferBound)
+	}
 	l.phase.Store("placing")
 	m, err := l.complete(p, listing)
 	if err != nil {
@@ -265,7 +283,7 @@ func (l *loadRun) run(ctx context.Context) (*Result, error) {
 	}
 	res := hitResult(m, l.start, false)
 	res.CacheHit = false
-	res.Fetched, res.Resumed = l.eng.fetched.Load(), resumed
+	res.Fetched, res.Resumed, res.InOrder = l.eng.fetched.Load(), resumed, st
 	return res, nil
 }
 
@@ -288,7 +306,9 @@ func (l *loadRun) prepare(p *plan) ([]*fileJob, []*part, int64, error) {
 		if err := unstage(l.root, pf.id, pf.f); err != nil {
 			return nil, nil, 0, fmt.Errorf("%s: %w", pf.f.Path, err)
 		}
-		jobs = append(jobs, newFileJob(pf.f, pf.id, pf.target, l.o.PartSize))
+		j := newFileJob(pf.f, pf.id, pf.target, l.o.PartSize)
+		j.rb = l.eng.rb
+		jobs = append(jobs, j)
 		if pf.f.Unpack != ArchiveNone {
 			need += pf.f.Size // what the archive holds: a guess, compression varies
 		}
@@ -315,7 +335,7 @@ func (l *loadRun) prepare(p *plan) ([]*fileJob, []*part, int64, error) {
 		}
 		parts = append(parts, todo...)
 	}
-	return jobs, parts, resumed, nil
+	return jobs, interleave(parts), resumed, nil
 }
 
 // doneIntact checks that a finished file is still where its record says:

@@ -1,6 +1,9 @@
 package loader
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // part is a byte range of a file to fetch.
 type part struct {
@@ -71,4 +74,45 @@ func (s *scheduler) close() {
 	s.closed = true
 	s.mu.Unlock()
 	s.cond.Broadcast()
+}
+
+// interleave hands out the parts of files hashed in order round-robin
+// across those files (each file's parts in order, the files in the order
+// of their first part), in the places those parts held; other parts keep
+// theirs. The workers then spread over the files instead of all fetching
+// one, a file has few parts in flight, and more of its bytes arrive where
+// its hash is, to be hashed at once rather than read back.
+func interleave(parts []*part) []*part {
+	var (
+		slots  []int
+		queues [][]*part
+		index  = map[*fileJob]int{}
+	)
+	for i, p := range parts {
+		if !p.job.inOrder() {
+			continue
+		}
+		slots = append(slots, i)
+		q, ok := index[p.job]
+		if !ok {
+			q = len(queues)
+			index[p.job] = q
+			queues = append(queues, nil)
+		}
+		queues[q] = append(queues[q], p)
+	}
+	out := slices.Clone(parts)
+	k := 0
+	for len(queues) > 0 {
+		left := queues[:0]
+		for _, q := range queues {
+			out[slots[k]] = q[0]
+			k++
+			if len(q) > 1 {
+				left = append(left, q[1:])
+			}
+		}
+		queues = left
+	}
+	return out
 }

@@ -2,11 +2,14 @@
 // init container runs it) against a floor, side by side in one run: a
 // multi-file model from a fake Hugging Face Hub on loopback (LFS files
 // through its CDN), loaded by the loader and copied by a plain io.Copy of
-// the same bytes from the same server to the same disk. It reports
-// throughput and the ratio to the floor, the loader's peak RSS against
+// the same bytes from the same server to the same disk (the loader's time
+// is until its bytes are on disk: it syncs them before it exits; so is the
+// floor's that syncs every file once all are written). It reports
+// throughput and the ratios to the floors, the loader's peak RSS against
 // its bound (concurrency × part size + 64 MiB), the bytes re-fetched per
 // SIGKILL when a load is killed at random points and resumed, and the time
-// of a cache hit. `make bench-loader` runs it.
+// of a cache hit. `make bench-loader` runs it; --baseline measures a
+// second binary (an earlier commit's) in the same rounds, interleaved.
 package main
 
 import (
@@ -49,7 +52,8 @@ func main() {
 		sources  = flag.String("sources", "hf,s3", "the sources measured: hf (a fake Hub, with the resume and cache-hit figures), s3 (an S3 server in process, at GOMAXPROCS 1 and 2)")
 		floorRun = flag.Bool("get-floor", false, "internal: the S3 floor's process; GETs each URL argument into --dest")
 		floorDir = flag.String("dest", "", "internal: with --get-floor, where to write")
-		profile  = flag.String("cpuprofile", "", "with s3: the loader's CPU profile of its last run at GOMAXPROCS=2 (modelgate load --cpuprofile)")
+		profile  = flag.String("cpuprofile", "", "the loader's CPU profile (modelgate load --cpuprofile) of its last hf round, and of its last s3 run at GOMAXPROCS=2 (in FILE.s3 when both are measured)")
+		baseline = flag.String("baseline", "", "another modelgate binary (an earlier commit's) measured in the same rounds, interleaved with --modelgate")
 	)
 	flag.Parse()
 	if *floorRun {
@@ -59,7 +63,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(*binary, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources, *profile); err != nil {
+	if err := run(*binary, *baseline, *size, *files, *rounds, *conc, *part, *kills, *dir, *keepDirs, *sources, *profile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-loader:", err)
 		os.Exit(1)
 	}
@@ -67,14 +71,17 @@ func main() {
 
 type bench struct {
 	binary, uri, partSize string
-	conc                  int
-	hub                   *hubtest.Server
-	model                 []hubtest.File
-	total                 int64
-	base                  string
+	// profile, when set, is where the loader's next run writes its CPU
+	// profile.
+	profile string
+	conc    int
+	hub     *hubtest.Server
+	model   []hubtest.File
+	total   int64
+	base    string
 }
 
-func run(binary, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources, profile string) error {
+func run(binary, baseline, size string, nfiles, rounds, conc int, part string, kills int, dir string, keep bool, sources, profile string) error {
 	q, err := resource.ParseQuantity(size)
 	if err != nil {
 		return fmt.Errorf("--size: %w", err)
@@ -92,18 +99,22 @@ func run(binary, size string, nfiles, rounds, conc int, part string, kills int, 
 	}
 	srcs := strings.Split(sources, ",")
 	if slices.Contains(srcs, "hf") {
-		if err := runHF(binary, q, pq, nfiles, rounds, conc, part, kills, base); err != nil {
+		if err := runHF(binary, baseline, q, pq, nfiles, rounds, conc, part, kills, base, profile); err != nil {
 			return err
 		}
 	}
 	if slices.Contains(srcs, "s3") {
-		return runS3(binary, q.Value(), nfiles, rounds, conc, part, base, profile)
+		if profile != "" && slices.Contains(srcs, "hf") {
+			profile += ".s3" // FILE is the hf round's
+		}
+		return runS3(binary, baseline, q.Value(), nfiles, rounds, conc, part, base, profile)
 	}
 	return nil
 }
 
-// runHF measures the loader on a model from a fake Hub.
-func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, part string, kills int, base string) error {
+// runHF measures the loader on a model from a fake Hub (and the baseline
+// binary, when given, in the same rounds).
+func runHF(binary, baseline string, q, pq resource.Quantity, nfiles, rounds, conc int, part string, kills int, base, profile string) error {
 	b := &bench{binary: binary, uri: "hf://bench/model", partSize: part, conc: conc, hub: hubtest.New(), base: base}
 	defer b.hub.Close()
 	b.model = append(b.model, hubtest.File{Path: "config.json", Content: loadertest.Bytes([]byte(`{"model_type":"llama"}`))})
@@ -118,56 +129,89 @@ func runHF(binary string, q, pq resource.Quantity, nfiles, rounds, conc int, par
 	b.hub.AddRepo("bench/model", hubtest.OneCommit(b.model...))
 	fmt.Printf("model: %d files, %s (%s on a fake Hub on loopback; LFS files through its CDN)\n",
 		len(b.model), loader.HumanBytes(b.total), b.uri)
-	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n\n", binary, conc, part, rounds)
-
-	var floor, floorSync, floorHash, load []time.Duration
-	var rss []int64
-	for r := range rounds {
-		d, err := b.floor(fmt.Sprintf("floor-%d", r), false, false)
-		if err != nil {
-			return err
-		}
-		floor = append(floor, d)
-		d, err = b.floor(fmt.Sprintf("floor-sync-%d", r), true, false)
-		if err != nil {
-			return err
-		}
-		floorSync = append(floorSync, d)
-		d, err = b.floor(fmt.Sprintf("floor-hash-%d", r), true, true)
-		if err != nil {
-			return err
-		}
-		floorHash = append(floorHash, d)
-		d, m, err := b.load(fmt.Sprintf("load-%d", r), true)
-		if err != nil {
-			return err
-		}
-		load = append(load, d)
-		rss = append(rss, m)
+	fmt.Printf("loader: %s load --concurrency=%d --part-size=%s; %d rounds, median\n", binary, conc, part, rounds)
+	if baseline != "" {
+		fmt.Printf("baseline: %s, interleaved with the loader in every round\n", baseline)
 	}
-	hit, _, err := b.loadInto(filepath.Join(base, "load-0-kept"), true)
+	fmt.Println()
+
+	var floor, floorEnd, floorSync, floorHash []time.Duration
+	var load, old []runStats
+	for r := range rounds {
+		for _, x := range []struct {
+			kind floorKind
+			out  *[]time.Duration
+		}{{floorCopy, &floor}, {floorSyncAtEnd, &floorEnd}, {floorSyncEach, &floorSync}, {floorSyncHash, &floorHash}} {
+			d, err := b.floor(fmt.Sprintf("floor-%d-%d", x.kind, r), x.kind)
+			if err != nil {
+				return err
+			}
+			*x.out = append(*x.out, d)
+		}
+		// The baseline first in even rounds and second in odd ones: neither
+		// always runs on the page cache and writeback the other left.
+		runs := []struct {
+			bin string
+			out *[]runStats
+		}{{binary, &load}, {baseline, &old}}
+		if r%2 == 0 {
+			runs[0], runs[1] = runs[1], runs[0]
+		}
+		for _, x := range runs {
+			if x.bin == "" {
+				continue
+			}
+			if x.bin == binary && r == rounds-1 {
+				b.profile = profile
+			}
+			m, err := b.load(fmt.Sprintf("load-%d", r), x.bin)
+			b.profile = ""
+			if err != nil {
+				return err
+			}
+			*x.out = append(*x.out, m)
+		}
+	}
+	hit, err := b.loadInto(filepath.Join(base, "load-0-kept"), binary)
 	if err != nil {
 		return err
 	}
-	f, fs, fh, l := median(floor), median(floorSync), median(floorHash), median(load)
+	f, fe, fs, fh := median(floor), median(floorEnd), median(floorSync), median(floorHash)
 	bound := int64(conc)*pq.Value() + 64<<20
-	fmt.Printf("%-34s %9s %12s %8s %12s\n", "", "time", "throughput", "ratio", "peak RSS")
-	row := func(name string, d time.Duration, rss string) {
-		fmt.Printf("%-34s %8.2fs %10s/s %7.2fx %12s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())), f.Seconds()/d.Seconds(), rss)
+	gb := float64(b.total) / 1e9
+	fmt.Printf("%-38s %9s %12s %8s %10s %10s %10s\n", "", "time", "throughput", "ratio", "to synced", "CPU s/GB", "peak RSS")
+	row := func(name string, d time.Duration, cpu string, rss string) {
+		fmt.Printf("%-38s %8.2fs %10s/s %7.2fx %9.2fx %10s %10s\n", name, d.Seconds(), loader.HumanBytes(int64(float64(b.total)/d.Seconds())),
+			f.Seconds()/d.Seconds(), fe.Seconds()/d.Seconds(), cpu, rss)
 	}
-	row("floor: io.Copy per file", f, "")
-	row("floor: io.Copy per file + fsync", fs, "")
-	row("floor: + sha256 of each file", fh, "")
-	row("modelgate load", l, fmt.Sprintf("%d MiB", slices.Max(rss)>>20))
-	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", slices.Max(rss)>>20, bound>>20)
-	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.Seconds())
+	loadRow := func(name string, runs []runStats) {
+		m := medianBy(runs, runStats.wallTime)
+		rss := slices.MaxFunc(runs, func(a, b runStats) int { return cmp.Compare(a.rss, b.rss) }).rss
+		row(name, m.wall, fmt.Sprintf("%.2f", m.cpu.Seconds()/gb), fmt.Sprintf("%d MiB", rss>>20))
+	}
+	row("floor: io.Copy per file", f, "", "")
+	row("floor: + fsync of every file at the end", fe, "", "")
+	row("floor: io.Copy per file + fsync", fs, "", "")
+	row("floor: + sha256 of each file", fh, "", "")
+	if baseline != "" {
+		loadRow("baseline: modelgate load", old)
+	}
+	loadRow("modelgate load (until on disk)", load)
+	rss := slices.MaxFunc(load, func(a, b runStats) int { return cmp.Compare(a.rss, b.rss) }).rss
+	fmt.Printf("\npeak RSS of the loader: %d MiB; bound (concurrency × part size + 64 MiB): %d MiB\n", rss>>20, bound>>20)
+	if h := load[len(load)-1].hashing; h != "" {
+		fmt.Printf("how the loader's last round hashed: %s\n", h)
+	}
+	fmt.Printf("cache hit (manifest present): %.3f s for the whole process\n", hit.wall.Seconds())
 	return b.killed(kills)
 }
 
 // floor copies every file of the model with one GET and one io.Copy each,
-// as a plain client would, optionally fsyncing and hashing each file (the
-// work the loader cannot skip: durability and verification).
-func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
+// as a plain client would; how says what it also does: fsync each file
+// after it is written, or only once all are (the bytes on disk, at the
+// disk's pace with nothing else to wait for), and hash each file (the work
+// the loader cannot skip: durability and verification).
+func (b *bench) floor(name string, how floorKind) (time.Duration, error) {
 	dest := filepath.Join(b.base, name)
 	if err := os.MkdirAll(dest, 0o755); err != nil { //nolint:gosec // a benchmark scratch directory
 		return 0, err
@@ -175,6 +219,12 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 	defer os.RemoveAll(dest)
 	client := &http.Client{}
 	commit := hubtest.OneCommit(b.model...).Refs["main"]
+	var written []*os.File
+	defer func() {
+		for _, f := range written {
+			_ = f.Close()
+		}
+	}()
 	start := time.Now()
 	for _, f := range b.model {
 		resp, err := client.Get(b.hub.URL() + "/bench/model/resolve/" + commit + "/" + f.Path)
@@ -185,63 +235,69 @@ func (b *bench) floor(name string, sync, hash bool) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
+		written = append(written, out)
 		var w io.Writer = out
-		if hash {
+		if how == floorSyncHash {
 			w = io.MultiWriter(out, sha256.New())
 		}
 		if _, err := io.Copy(w, resp.Body); err != nil {
 			return 0, err
 		}
 		_ = resp.Body.Close()
-		if sync {
+		if how == floorSyncEach || how == floorSyncHash {
 			if err := out.Sync(); err != nil {
 				return 0, err
 			}
 		}
-		if err := out.Close(); err != nil {
-			return 0, err
+	}
+	if how == floorSyncAtEnd {
+		for _, f := range written {
+			if err := f.Sync(); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return time.Since(start), nil
 }
 
-// load runs the loader into a new directory and removes it after.
-func (b *bench) load(name string, wait bool) (time.Duration, int64, error) {
+// floorKind is what a floor does besides copying.
+type floorKind int
+
+const (
+	floorCopy      floorKind = iota // nothing: the bytes are in the page cache
+	floorSyncAtEnd                  // fsync every file once all are written
+	floorSyncEach                   // fsync each file after it is written
+	floorSyncHash                   // fsync and SHA-256 each file
+)
+
+// load runs a loader binary into a new directory and removes it after
+// (the first round's is kept, for the cache hit).
+func (b *bench) load(name, binary string) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer func() {
-		if name != "load-0" {
+		if name != "load-0" || binary != b.binary {
 			_ = os.RemoveAll(dest)
 		} else {
 			_ = os.Rename(dest, dest+"-kept")
 		}
 	}()
-	return b.loadInto(dest, wait)
+	return b.loadInto(dest, binary)
 }
 
-func (b *bench) command(dest string) *exec.Cmd {
-	cmd := exec.Command(b.binary, "load", "--uri="+b.uri, "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
+func (b *bench) command(dest, binary string) *exec.Cmd {
+	cmd := exec.Command(binary, "load", "--uri="+b.uri, "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
+	if b.profile != "" {
+		cmd.Args = append(cmd.Args, "--cpuprofile="+b.profile)
+	}
 	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+b.hub.URL())
 	return cmd
 }
 
-// loadInto runs the loader to completion and returns its time and peak
-// RSS.
-func (b *bench) loadInto(dest string, _ bool) (time.Duration, int64, error) {
-	cmd := b.command(dest)
-	out := &tail{}
-	cmd.Stdout, cmd.Stderr = out, out
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		return 0, 0, fmt.Errorf("modelgate load: %w\n%s", err, out)
-	}
-	d := time.Since(start)
-	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	var rss int64
-	if ru != nil {
-		rss = ru.Maxrss << 10
-	}
-	return d, rss, nil
+// loadInto runs a loader binary to completion: its time until it exited
+// with every byte on disk, its CPU time and its peak RSS.
+func (b *bench) loadInto(dest, binary string) (runStats, error) {
+	return watch(b.command(dest, binary))
 }
 
 // killed SIGKILLs a load at random points, resuming each time, and
@@ -253,17 +309,18 @@ func (b *bench) killed(kills int) error {
 	dest := filepath.Join(b.base, "killed")
 	defer os.RemoveAll(dest)
 	// Kill points spread over a typical load's duration.
-	d, _, err := b.loadInto(filepath.Join(b.base, "timing"), true)
+	t, err := b.loadInto(filepath.Join(b.base, "timing"), b.binary)
 	if err != nil {
 		return err
 	}
+	d := t.wall
 	_ = os.RemoveAll(filepath.Join(b.base, "timing"))
 	before := b.hub.BytesServed()
 	r := rand.New(rand.NewPCG(7, 11)) //nolint:gosec // a schedule, not a secret
 	var lost, dropped int64
 	for range kills {
 		safe, servedBefore := onDisk(dest), b.hub.BytesServed()
-		cmd := b.command(dest)
+		cmd := b.command(dest, b.binary)
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -278,7 +335,7 @@ func (b *bench) killed(kills int) error {
 		lost += (b.hub.BytesServed() - servedBefore) - kept
 		dropped += wrote - kept
 	}
-	if _, _, err := b.loadInto(dest, true); err != nil {
+	if _, err := b.loadInto(dest, b.binary); err != nil {
 		return err
 	}
 	served := b.hub.BytesServed() - before

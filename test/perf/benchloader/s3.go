@@ -31,7 +31,7 @@ const s3Bucket = "bench-models"
 // memory, on loopback), each object with the full-object CRC64NVME
 // checksum S3 computes for every new upload, and its MD5 ETag.
 type s3Bench struct {
-	binary, partSize string
+	partSize string
 	// profile, when set, is where the loader's last run writes its CPU
 	// profile (--cpuprofile).
 	profile string
@@ -43,18 +43,21 @@ type s3Bench struct {
 	base    string
 }
 
-// s3Run is one measured run: until the process exited with every byte on
+// runStats is one measured run: until the process exited with every byte on
 // disk, and what it cost.
-type s3Run struct {
+type runStats struct {
 	wall time.Duration
 	cpu  time.Duration
 	rss  int64
+	// hashing is the loader's "hashed in order" line, when it logged one:
+	// how the bytes reached their hashes.
+	hashing string
 }
 
-func (r s3Run) wallTime() time.Duration { return r.wall }
+func (r runStats) wallTime() time.Duration { return r.wall }
 
-func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
-	b := &s3Bench{binary: binary, partSize: part, conc: conc, base: base}
+func runS3(binary, baseline string, size int64, nfiles, rounds, conc int, part, base, profile string) error {
+	b := &s3Bench{partSize: part, conc: conc, base: base}
 	backend := s3mem.New()
 	if err := backend.CreateBucket(s3Bucket); err != nil {
 		return err
@@ -95,31 +98,50 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 	fmt.Printf("floor: one plain GET of each object after the other, written to disk and fsynced (%s --get-floor)\n", filepath.Base(os.Args[0]))
 	fmt.Printf("loader: %s load --uri=s3://%s/bench/model --dest=DIR --concurrency=%d --part-size=%s; page cache dropped before each run when root; %d rounds, median\n\n",
 		binary, s3Bucket, conc, part, rounds)
-	fmt.Printf("%-12s %-22s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
+	if baseline != "" {
+		fmt.Printf("baseline: %s, interleaved with the loader in every round\n\n", baseline)
+	}
+	fmt.Printf("%-12s %-26s %9s %12s %8s %10s %10s\n", "GOMAXPROCS", "", "on disk", "throughput", "ratio", "CPU s/GB", "peak RSS")
 	for _, procs := range []int{1, 2} {
-		var floors, loads []s3Run
+		var floors, loads, old []runStats
 		for r := range rounds {
-			if procs == 2 && r == rounds-1 {
-				b.profile = profile
-			}
 			f, err := b.floor(fmt.Sprintf("s3-floor-%d-%d", procs, r), procs)
 			if err != nil {
 				return err
 			}
 			floors = append(floors, f)
-			l, err := b.load(fmt.Sprintf("s3-load-%d-%d", procs, r), procs)
-			if err != nil {
-				return err
+			runs := []struct {
+				bin string
+				out *[]runStats
+			}{{binary, &loads}, {baseline, &old}}
+			if r%2 == 0 {
+				runs[0], runs[1] = runs[1], runs[0]
 			}
-			loads = append(loads, l)
+			for _, x := range runs {
+				if x.bin == "" {
+					continue
+				}
+				if x.bin == binary && procs == 2 && r == rounds-1 {
+					b.profile = profile
+				}
+				l, err := b.load(fmt.Sprintf("s3-load-%d-%d", procs, r), x.bin, procs)
+				b.profile = ""
+				if err != nil {
+					return err
+				}
+				*x.out = append(*x.out, l)
+			}
 		}
-		f, l := medianBy(floors, s3Run.wallTime), medianBy(loads, s3Run.wallTime)
+		f, l := medianBy(floors, runStats.wallTime), medianBy(loads, runStats.wallTime)
 		gb := float64(b.total) / 1e9
-		row := func(name string, r s3Run) {
-			fmt.Printf("%-12d %-22s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
+		row := func(name string, r runStats) {
+			fmt.Printf("%-12d %-26s %8.2fs %10s/s %7.2fx %10.2f %7d MiB\n", procs, name, r.wall.Seconds(),
 				loader.HumanBytes(int64(float64(b.total)/r.wall.Seconds())), f.wall.Seconds()/r.wall.Seconds(), r.cpu.Seconds()/gb, r.rss>>20)
 		}
 		row("floor: GET + fsync", f)
+		if baseline != "" {
+			row("baseline: modelgate load", medianBy(old, runStats.wallTime))
+		}
 		row("modelgate load", l)
 	}
 	return nil
@@ -127,12 +149,12 @@ func runS3(binary string, size int64, nfiles, rounds, conc int, part, base, prof
 
 // floor runs this program's --get-floor in a process of its own, so that
 // its CPU and memory are its own.
-func (b *s3Bench) floor(name string, procs int) (s3Run, error) {
+func (b *s3Bench) floor(name string, procs int) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
 	self, err := os.Executable()
 	if err != nil {
-		return s3Run{}, err
+		return runStats{}, err
 	}
 	args := []string{"--get-floor", "--dest", dest}
 	for _, k := range b.keys {
@@ -141,11 +163,11 @@ func (b *s3Bench) floor(name string, procs int) (s3Run, error) {
 	return b.measure(exec.Command(self, args...), procs) //nolint:gosec // this program, re-run
 }
 
-// load runs the loader into a new directory and removes it after.
-func (b *s3Bench) load(name string, procs int) (s3Run, error) {
+// load runs a loader binary into a new directory and removes it after.
+func (b *s3Bench) load(name, binary string, procs int) (runStats, error) {
 	dest := filepath.Join(b.base, name)
 	defer os.RemoveAll(dest)
-	cmd := exec.Command(b.binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
+	cmd := exec.Command(binary, "load", "--uri=s3://"+s3Bucket+"/bench/model", "--dest="+dest, //nolint:gosec // the modelgate binary under test, named by a flag
 		fmt.Sprintf("--concurrency=%d", b.conc), "--part-size="+b.partSize, "--termination-log=", "--log-format=text")
 	if b.profile != "" {
 		cmd.Args = append(cmd.Args, "--cpuprofile="+b.profile)
@@ -157,17 +179,23 @@ func (b *s3Bench) load(name string, procs int) (s3Run, error) {
 
 // measure drops the page cache (as root), runs cmd with GOMAXPROCS=procs
 // and returns its wall time, CPU time (user + system) and peak RSS.
-func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (s3Run, error) {
+func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (runStats, error) {
 	dropCaches()
 	if cmd.Env == nil {
 		cmd.Env = os.Environ()
 	}
 	cmd.Env = append(cmd.Env, fmt.Sprintf("GOMAXPROCS=%d", procs))
+	return watch(cmd)
+}
+
+// watch runs cmd and returns its wall time, CPU time (user + system) and
+// peak RSS.
+func watch(cmd *exec.Cmd) (runStats, error) {
 	out := &tail{}
 	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return s3Run{}, err
+		return runStats{}, err
 	}
 	// The peak RSS is read from /proc while the process runs: its rusage
 	// counts this process's memory (the S3 server's objects) too, which
@@ -191,9 +219,14 @@ func (b *s3Bench) measure(cmd *exec.Cmd, procs int) (s3Run, error) {
 	err := cmd.Wait()
 	close(done)
 	if err != nil {
-		return s3Run{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
+		return runStats{}, fmt.Errorf("%s: %w\n%s", filepath.Base(cmd.Path), err, out)
 	}
-	r := s3Run{wall: time.Since(start), rss: hwm.Load()}
+	r := runStats{wall: time.Since(start), rss: hwm.Load()}
+	for line := range strings.SplitSeq(out.String(), "\n") {
+		if strings.Contains(line, `"hashed in order"`) {
+			r.hashing = line
+		}
+	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
