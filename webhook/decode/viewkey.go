@@ -177,6 +177,45 @@ func (s *keyScan) value(n *keyNode, i int) (int, bool) {
 
 // object encodes the fields of the object at i that fields names.
 func (s *keyScan) object(fields map[string]*keyNode, i int) (int, bool) {
+	return s.members(i, func(k []byte, i int) (int, bool) {
+		if child, named := fields[string(k)]; named {
+			s.bytes('k', k)
+			return s.value(child, i)
+		}
+		if bytes.IndexByte(k, '\\') >= 0 {
+			// A name with an escape may decode to a field's name: not
+			// keyed here.
+			return i, false
+		}
+		return s.skip(i)
+	})
+}
+
+// annotations encodes the annotations the view keeps (annotationsView):
+// every one with all, else those whose name begins with modelgate.io/, or
+// holds an escape this scan does not undo. A skipped one must be a
+// string, as the view decoder requires.
+func (s *keyScan) annotations(i int) (int, bool) {
+	return s.members(i, func(k []byte, i int) (int, bool) {
+		if s.all || bytes.HasPrefix(k, []byte(annotations.Prefix)) || bytes.IndexByte(k, '\\') >= 0 {
+			s.bytes('k', k)
+			end, ok := s.skip(i)
+			if ok {
+				s.bytes('v', s.raw[i:end])
+			}
+			return end, ok
+		}
+		if s.raw[i] != '"' && s.raw[i] != 'n' {
+			return i, false
+		}
+		return s.skip(i)
+	})
+}
+
+// members encodes the object at i between '{' and '}', each member by
+// member, which is given the member's name and the index of its value and
+// returns the index after the value.
+func (s *keyScan) members(i int, member func(k []byte, i int) (int, bool)) (int, bool) {
 	if s.raw[i] != '{' {
 		return i, false
 	}
@@ -191,17 +230,7 @@ func (s *keyScan) object(fields map[string]*keyNode, i int) (int, bool) {
 		if !ok {
 			return next, false
 		}
-		i = next
-		if child, named := fields[string(k)]; named {
-			s.bytes('k', k)
-			if i, ok = s.value(child, i); !ok {
-				return i, false
-			}
-		} else if bytes.IndexByte(k, '\\') >= 0 {
-			// A name with an escape may decode to a field's name: not
-			// keyed here.
-			return i, false
-		} else if i, ok = s.skip(i); !ok {
+		if i, ok = member(k, next); !ok {
 			return i, false
 		}
 		if i, ok = s.next(i, '}'); !ok || s.raw[i-1] == '}' {
@@ -232,51 +261,6 @@ func (s *keyScan) array(elem *keyNode, i int) (int, bool) {
 		if i, ok = s.next(i, ']'); !ok || s.raw[i-1] == ']' {
 			if ok {
 				s.out = append(s.out, ']')
-			}
-			return i, ok
-		}
-	}
-}
-
-// annotations encodes the annotations the view keeps (annotationsView):
-// every one with all, else those whose name begins with modelgate.io/, or
-// holds an escape this scan does not undo. A skipped one must be a
-// string, as the view decoder requires.
-func (s *keyScan) annotations(i int) (int, bool) {
-	if s.raw[i] != '{' {
-		return i, false
-	}
-	s.out = append(s.out, '{')
-	i = s.ws(i + 1)
-	if i < len(s.raw) && s.raw[i] == '}' {
-		s.out = append(s.out, '}')
-		return i + 1, true
-	}
-	for {
-		k, next, ok := s.key(i)
-		if !ok {
-			return next, false
-		}
-		i = next
-		if s.all || bytes.HasPrefix(k, []byte(annotations.Prefix)) || bytes.IndexByte(k, '\\') >= 0 {
-			s.bytes('k', k)
-			end, ok := s.skip(i)
-			if !ok {
-				return end, false
-			}
-			s.bytes('v', s.raw[i:end])
-			i = end
-		} else {
-			if s.raw[i] != '"' && s.raw[i] != 'n' {
-				return i, false
-			}
-			if i, ok = s.skip(i); !ok {
-				return i, false
-			}
-		}
-		if i, ok = s.next(i, '}'); !ok || s.raw[i-1] == '}' {
-			if ok {
-				s.out = append(s.out, '}')
 			}
 			return i, ok
 		}
