@@ -16,6 +16,7 @@ import (
 	"github.com/modelgate/modelgate/policies"
 	policyview "github.com/modelgate/modelgate/policies/workload"
 	"github.com/modelgate/modelgate/test/harnesses/builders"
+	"github.com/modelgate/modelgate/validators"
 	"github.com/modelgate/modelgate/webhook/decode"
 )
 
@@ -124,18 +125,25 @@ func captureView(tb testing.TB, h *Validating, req admission.Request) []byte {
 	return []byte(strings.TrimPrefix(resp.Result.Message, "[echo] "))
 }
 
-// BenchmarkEvaluateLibrary is the policy evaluation alone: the whole
-// library over the workload view of the same review, the view built and
-// converted to OPA's value form once per iteration as the handler does,
-// without decoding the admission request.
-func BenchmarkEvaluateLibrary(b *testing.B) {
+// libraryWorkload is the handler under the library and the workload it
+// judges in injectedReview, decoded.
+func libraryWorkload(b *testing.B) (*Validating, *validators.Workload) {
+	b.Helper()
 	req := injectedReview(b)
 	d, err := decode.Whole[req.Kind](req.Object.Raw)
 	if err != nil {
 		b.Fatal(err)
 	}
 	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
-	w := h.workload(req, d, testNamespaces[nsPlain])
+	return h, h.workload(req, d, testNamespaces[nsPlain])
+}
+
+// BenchmarkEvaluateLibrary is the policy evaluation alone: the whole
+// library over the workload view of the same review, the view built and
+// converted to OPA's value form once per iteration as the handler does,
+// without decoding the admission request.
+func BenchmarkEvaluateLibrary(b *testing.B) {
+	h, w := libraryWorkload(b)
 	ctx := benchContext()
 	if dec := h.checker.Check(ctx, w); !dec.Allowed() || len(dec.Results) != 8 {
 		b.Fatalf("allowed=%v results=%d, want 8 results allowing", dec.Allowed(), len(dec.Results))
@@ -153,13 +161,7 @@ func BenchmarkEvaluateLibrary(b *testing.B) {
 // handler can judge the review for less with these policies and this
 // evaluator: the floor BenchmarkValidateLibrary is measured against.
 func BenchmarkEvaluateLibraryOPA(b *testing.B) {
-	req := injectedReview(b)
-	d, err := decode.Whole[req.Kind](req.Object.Raw)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := NewValidating(config.New(), libraryEngine(b), testNamespaces, NewPolicyMetrics(nil))
-	w := h.workload(req, d, testNamespaces[nsPlain])
+	h, w := libraryWorkload(b)
 	view := policyview.Build(policyview.Source{
 		Kind: w.Kind, APIVersion: w.APIVersion, Operation: w.Operation, Object: w.Object, PodMeta: w.PodMeta,
 		PodSpec: w.PodSpec, Settings: w.Settings, ServingContainer: w.ServingContainer, UserInfo: w.UserInfo,
