@@ -313,21 +313,30 @@ func (s *keyScan) ws(i int) int {
 	return i
 }
 
-// str returns the index after the string that starts at i.
+// str returns the index after the string that starts at i. Each byte is
+// looked at a bounded number of times, however many escapes the string
+// holds: the next quote is searched for again only once an escape has
+// taken the one found.
 func (s *keyScan) str(i int) (int, bool) {
 	raw := s.raw
-	for j := i + 1; j < len(raw); {
+	j := i + 1
+	for {
 		q := bytes.IndexByte(raw[j:], '"')
 		if q < 0 {
 			return len(raw), false
 		}
-		e := bytes.IndexByte(raw[j:j+q], '\\')
-		if e < 0 {
-			return j + q + 1, true
+		q += j
+		for {
+			e := bytes.IndexByte(raw[j:q], '\\')
+			if e < 0 {
+				return q + 1, true
+			}
+			j += e + 2 // the byte after a backslash is never the end
+			if j > q {
+				break // the quote at q was escaped
+			}
 		}
-		j += e + 2 // an escape: the byte after the backslash is never the end
 	}
-	return len(raw), false
 }
 
 // skip returns the index after the value that starts at i. The request's

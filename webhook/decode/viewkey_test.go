@@ -390,3 +390,23 @@ func BenchmarkAppendViewKey(b *testing.B) {
 		}
 	})
 }
+
+// TestViewKeyManyEscapes: a value of a million escapes, a quote among
+// them, is scanned to its end in one pass (a scan that searched again for
+// the closing quote after every escape would take hours here), and keyed
+// apart from the same value with one escape changed.
+func TestViewKeyManyEscapes(t *testing.T) {
+	pod := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	value := strings.Repeat(`\\`, 1<<20) + `\"` + strings.Repeat(`\n`, 1<<20)
+	obj := func(v string) []byte {
+		return []byte(`{"metadata":{"name":"a","annotations":{"modelgate.io/x":"` + v + `","other":"` + v + `"}},"spec":{}}`)
+	}
+	key, name, ok := AppendViewKey(pod, obj(value), false, nil)
+	if !ok || string(name) != `"a"` {
+		t.Fatalf("not keyed (ok %t, name %s)", ok, name)
+	}
+	other, _, ok := AppendViewKey(pod, obj(strings.Replace(value, `\"`, `\t`, 1)), false, nil)
+	if !ok || bytes.Equal(key, other) {
+		t.Errorf("ok %t: a changed escape left the key as it was", ok)
+	}
+}
