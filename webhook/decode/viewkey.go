@@ -216,51 +216,40 @@ func (s *keyScan) annotations(i int) (int, bool) {
 // member, which is given the member's name and the index of its value and
 // returns the index after the value.
 func (s *keyScan) members(i int, member func(k []byte, i int) (int, bool)) (int, bool) {
-	if s.raw[i] != '{' {
-		return i, false
-	}
-	s.out = append(s.out, '{')
-	i = s.ws(i + 1)
-	if i < len(s.raw) && s.raw[i] == '}' {
-		s.out = append(s.out, '}')
-		return i + 1, true
-	}
-	for {
+	return s.sequence(i, '{', '}', func(i int) (int, bool) {
 		k, next, ok := s.key(i)
 		if !ok {
 			return next, false
 		}
-		if i, ok = member(k, next); !ok {
-			return i, false
-		}
-		if i, ok = s.next(i, '}'); !ok || s.raw[i-1] == '}' {
-			if ok {
-				s.out = append(s.out, '}')
-			}
-			return i, ok
-		}
-	}
+		return member(k, next)
+	})
 }
 
 // array encodes the elements of the array at i as elem says.
 func (s *keyScan) array(elem *keyNode, i int) (int, bool) {
-	if s.raw[i] != '[' {
+	return s.sequence(i, '[', ']', func(i int) (int, bool) { return s.value(elem, i) })
+}
+
+// sequence encodes the object or array at i, between open and closing,
+// each item by item, which returns the index after it.
+func (s *keyScan) sequence(i int, open, closing byte, item func(i int) (int, bool)) (int, bool) {
+	if s.raw[i] != open {
 		return i, false
 	}
-	s.out = append(s.out, '[')
+	s.out = append(s.out, open)
 	i = s.ws(i + 1)
-	if i < len(s.raw) && s.raw[i] == ']' {
-		s.out = append(s.out, ']')
+	if i < len(s.raw) && s.raw[i] == closing {
+		s.out = append(s.out, closing)
 		return i + 1, true
 	}
 	for {
 		var ok bool
-		if i, ok = s.value(elem, i); !ok {
+		if i, ok = item(i); !ok {
 			return i, false
 		}
-		if i, ok = s.next(i, ']'); !ok || s.raw[i-1] == ']' {
+		if i, ok = s.next(i, closing); !ok || s.raw[i-1] == closing {
 			if ok {
-				s.out = append(s.out, ']')
+				s.out = append(s.out, closing)
 			}
 			return i, ok
 		}
