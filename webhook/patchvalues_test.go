@@ -288,16 +288,23 @@ var patchValueFields = map[reflect.Type]string{
 // refused as a whole (writtenVolumeSources).
 func TestPatchValueFieldsKnown(t *testing.T) {
 	for typ, fields := range patchValueFields {
-		want := strings.Fields(strings.Replace(fields, "refused:", "", 1))
-		var got []string
-		for f := range typ.Fields() {
-			got = append(got, f.Name)
-		}
-		slices.Sort(want)
-		slices.Sort(got)
-		if !slices.Equal(want, got) {
-			t.Errorf("%s has fields %v; appendValue knows %v", typ, got, want)
-		}
+		checkFieldsKnown(t, typ, strings.Replace(fields, "refused:", "", 1), "appendValue")
+	}
+}
+
+// checkFieldsKnown fails when typ's fields are not exactly the
+// space-separated names in fields, which writer knows.
+func checkFieldsKnown(t *testing.T, typ reflect.Type, fields, writer string) {
+	t.Helper()
+	want := strings.Fields(fields)
+	var got []string
+	for f := range typ.Fields() {
+		got = append(got, f.Name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(want, got) {
+		t.Errorf("%s has fields %v; %s knows %v", typ, got, writer, want)
 	}
 }
 
